@@ -1,0 +1,96 @@
+#include "bcache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t file_id;                  /* 0: slot empty */
+    uint64_t key;                      /* stored offset of the block in its file */
+    uint64_t used;                     /* clock value of the last use, for LRU */
+    uint32_t len;                      /* decoded length */
+    uint8_t *data;                     /* slot_size bytes */
+} bc_slot;
+
+struct bc_cache_s {
+    pthread_mutex_t lock;              /* guards every slot and the clock */
+    uint32_t slot_size;                /* bytes per slot (the store's block size) */
+    uint32_t n_slots;
+    uint64_t clock;                    /* advances on every use */
+    bc_slot *slots;
+};
+
+bc_cache *bc_new(uint32_t slot_size, uint32_t n_slots)
+{
+    bc_cache *bc = calloc(1, sizeof(*bc));
+    if (!bc || !(bc->slots = calloc(n_slots, sizeof(*bc->slots)))) {
+        free(bc);
+        return NULL;
+    }
+    pthread_mutex_init(&bc->lock, NULL);
+    bc->slot_size = slot_size;
+    bc->n_slots = n_slots;
+    return bc;
+}
+
+void bc_free(bc_cache *bc)
+{
+    if (!bc)
+        return;
+    for (uint32_t i = 0; i < bc->n_slots; i++)
+        free(bc->slots[i].data);
+    free(bc->slots);
+    pthread_mutex_destroy(&bc->lock);
+    free(bc);
+}
+
+static bc_slot *bc_find(bc_cache *bc, uint64_t file_id, uint64_t key)
+{
+    for (uint32_t i = 0; i < bc->n_slots; i++)
+        if (bc->slots[i].file_id == file_id && bc->slots[i].key == key)
+            return &bc->slots[i];
+    return NULL;
+}
+
+int bc_get(bc_cache *bc, uint64_t file_id, uint64_t key, void *dst, uint32_t off, uint32_t len)
+{
+    pthread_mutex_lock(&bc->lock);
+    bc_slot *s = bc_find(bc, file_id, key);
+    int hit = s && off + len <= s->len;
+    if (hit) {
+        memcpy(dst, s->data + off, len);
+        s->used = ++bc->clock;
+    }
+    pthread_mutex_unlock(&bc->lock);
+    return hit;
+}
+
+void bc_put(bc_cache *bc, uint64_t file_id, uint64_t key, const void *src, uint32_t len)
+{
+    if (len > bc->slot_size || bc->n_slots == 0)
+        return;
+    pthread_mutex_lock(&bc->lock);
+    bc_slot *s = bc_find(bc, file_id, key);
+    if (!s) {
+        s = &bc->slots[0];
+        for (uint32_t i = 1; i < bc->n_slots; i++)
+            if (bc->slots[i].used < s->used)
+                s = &bc->slots[i];
+    }
+    if (!s->data)
+        s->data = malloc(bc->slot_size);
+    if (s->data) {
+        memcpy(s->data, src, len);
+        *s = (bc_slot){file_id, key, ++bc->clock, len, s->data};
+    }
+    pthread_mutex_unlock(&bc->lock);
+}
+
+void bc_forget_file(bc_cache *bc, uint64_t file_id)
+{
+    pthread_mutex_lock(&bc->lock);
+    for (uint32_t i = 0; i < bc->n_slots; i++)
+        if (bc->slots[i].file_id == file_id)
+            bc->slots[i].file_id = 0, bc->slots[i].used = 0;
+    pthread_mutex_unlock(&bc->lock);
+}

@@ -1,0 +1,924 @@
+/* Per-file state and the commit protocol. docs/FORMAT.md explains why each step is ordered
+ * as it is; in short: new frames are written hidden at the end of the file, then a seek table
+ * that lists what this commit reveals and retires, then (after a sync when anything is
+ * retired, so a crash can never lose the old data before the new is on disk) the headers are
+ * flipped. Open completes an interrupted commit from the seek table, or rebuilds the table
+ * from the visible frames when the table itself is torn. */
+#include "ffile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bcache.h"
+#include "fmt.h"
+
+#define FF_FRAME_MAX_BLOCKS 16u        /* bounds a frame (and a retired skippable) */
+#define FF_STREAM_BLOCKS 8u            /* an appending writer commits every brick of blocks */
+#define FF_MAX_BLOCK (4u << 20)
+
+enum { FF_CLEAN = 0, FF_DIRTY, FF_ZERO };
+
+typedef struct {
+    uint64_t off;                      /* stored position and FMT_ENTRY_ZERO (blocks < n_stored) */
+    uint32_t word;                     /* stored size word (blocks < n_stored) */
+    uint8_t state;                     /* FF_CLEAN: as stored; FF_DIRTY: buf; FF_ZERO: zeros */
+    uint8_t *buf;                      /* block_size bytes while FF_DIRTY */
+} ff_blk;
+
+typedef struct {
+    _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
+        repairs, corrupt_blocks;
+} ff_counters;
+
+struct ff_env_s {
+    eng_ctx *eng;                      /* compresses dirty blocks */
+    lg_log *log;
+    bc_cache *cache;                   /* decoded blocks, half of mem_mb */
+    ff_options opt;
+    sb_super sb;                       /* block size and UUID for new files */
+    uint8_t *zeros;                    /* FF_MAX_BLOCK zero bytes (never touched: no RSS) */
+    _Atomic uint64_t next_id;          /* names files in the cache */
+    _Atomic uint64_t dirty_bytes;      /* memory held by dirty blocks of every file */
+    ff_counters n;
+};
+
+/* Lock order: ff_file.lock, then the cache's lock (inside bc_*), then the log's. */
+struct ff_file_s {
+    ff_env *env;
+    pthread_mutex_t lock;              /* serialises every call on this file */
+    int fd;                            /* the backing file, owned */
+    char name[256];                    /* for log lines */
+    uint64_t id;                       /* cache key, unique per open state */
+    int foreign;                       /* no marker: bytes pass through */
+    uint32_t bs;                       /* block size from the file's own marker */
+    uint64_t size;                     /* logical size */
+    uint64_t n_blocks;                 /* ceil(size / bs) */
+    uint64_t cap;                      /* allocated entries of blk */
+    ff_blk *blk;
+    uint64_t n_stored;                 /* blocks covered by the committed frames */
+    uint64_t rewrite_min;              /* lowest block that changed since the commit */
+    uint64_t phys_end;                 /* backing file length (end of the seek table) */
+    uint32_t n_dirty;                  /* blocks in FF_DIRTY */
+    struct timespec mtime;             /* logical modification time */
+};
+
+static uint64_t ff_blen(const ff_file *f, uint64_t i)
+{
+    return i + 1 < f->n_blocks ? f->bs : f->size - i * f->bs;
+}
+
+static int ff_is_zero(const uint8_t *p, size_t n)
+{
+    return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+ff_env *ff_env_new(eng_ctx *eng, const sb_super *sb, const ff_options *opt, lg_log *log)
+{
+    ff_env *env = calloc(1, sizeof(*env));
+    if (!env)
+        return NULL;
+    env->eng = eng, env->log = log, env->opt = *opt, env->sb = *sb;
+    uint64_t slots = opt->mem_bytes / 2 / sb->block_size;
+    env->cache = bc_new(sb->block_size, (uint32_t)(slots < 2 ? 2 : slots > 4096 ? 4096 : slots));
+    env->zeros = calloc(1, FF_MAX_BLOCK);
+    if (!env->cache || !env->zeros) {
+        ff_env_free(env);
+        return NULL;
+    }
+    atomic_init(&env->next_id, 1);
+    return env;
+}
+
+void ff_env_free(ff_env *env)
+{
+    if (!env)
+        return;
+    bc_free(env->cache);
+    free(env->zeros);
+    free(env);
+}
+
+void ff_env_stats(ff_env *env, ff_stats *o)
+{
+    o->commits = env->n.commits, o->blocks_written = env->n.blocks_written;
+    o->blocks_copied = env->n.blocks_copied, o->blocks_decoded = env->n.blocks_decoded;
+    o->cache_hits = env->n.cache_hits, o->repairs = env->n.repairs;
+    o->corrupt_blocks = env->n.corrupt_blocks;
+}
+
+/* ---- blocks in memory ---- */
+
+static int ff_reserve(ff_file *f, uint64_t n)
+{
+    if (n <= f->cap)
+        return 0;
+    uint64_t cap = f->cap ? f->cap : 16;
+    while (cap < n)
+        cap *= 2;
+    ff_blk *b = realloc(f->blk, cap * sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    memset(b + f->cap, 0, (cap - f->cap) * sizeof(*b));
+    f->blk = b, f->cap = cap;
+    return 0;
+}
+
+static void ff_changed(ff_file *f, uint64_t i)
+{
+    if (i < f->rewrite_min)
+        f->rewrite_min = i;
+}
+
+static void ff_drop_buf(ff_file *f, ff_blk *b)
+{
+    if (b->state == FF_DIRTY) {
+        free(b->buf);
+        b->buf = NULL;
+        f->n_dirty--;
+        f->env->dirty_bytes -= f->bs;
+    }
+}
+
+/* Decodes stored block i (len bytes) into dst. */
+static int ff_decode(ff_file *f, uint64_t i, uint8_t *dst)
+{
+    const ff_blk *b = &f->blk[i];
+    uint64_t len = ff_blen(f, i), off = fmt_entry_off(&(fmt_entry){b->off, b->word});
+    if (b->off & FMT_ENTRY_ZERO) {
+        memset(dst, 0, len);
+        return 0;
+    }
+    uint8_t *raw = malloc(fmt_block_len(b->word));
+    if (!raw)
+        return -ENOMEM;
+    int rc = fmt_pread_all(f->fd, raw, fmt_block_len(b->word), off);
+    fmt_error err = FMT_OK;
+    if (rc == 0)
+        err = fmt_get32(raw) != b->word ? FMT_ERR_CORRUPT
+                                        : fmt_block_decode(b->word, raw + 4, dst, (uint32_t)len);
+    free(raw);
+    if (rc < 0 || err != FMT_OK) {
+        f->env->n.corrupt_blocks++;
+        lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", f->name,
+                  (unsigned long long)i, (unsigned long long)off,
+                  rc < 0 ? "read failed" : fmt_error_name(err));
+        return rc < 0 ? rc : -EIO;
+    }
+    f->env->n.blocks_decoded++;
+    return 0;
+}
+
+/* Copies [boff, boff+n) of block i into dst, decoding through the cache when needed. */
+static int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
+{
+    ff_blk *b = &f->blk[i];
+    uint64_t len = ff_blen(f, i);
+    if (b->state == FF_DIRTY) {
+        memcpy(dst, b->buf + boff, n);
+        return 0;
+    }
+    if (b->state == FF_ZERO || (b->off & FMT_ENTRY_ZERO)) {
+        memset(dst, 0, n);
+        return 0;
+    }
+    if (boff == 0 && n == len)
+        return ff_decode(f, i, dst);
+    if (bc_get(f->env->cache, f->id, b->off, dst, (uint32_t)boff, (uint32_t)n)) {
+        f->env->n.cache_hits++;
+        return 0;
+    }
+    uint8_t *tmp = malloc(len);
+    int rc = tmp ? ff_decode(f, i, tmp) : -ENOMEM;
+    if (rc == 0) {
+        bc_put(f->env->cache, f->id, b->off, tmp, (uint32_t)len);
+        memcpy(dst, tmp + boff, n);
+    }
+    free(tmp);
+    return rc;
+}
+
+/* Gives block i a buffer holding its current content (load=0: the caller overwrites all). */
+static int ff_make_dirty(ff_file *f, uint64_t i, int load)
+{
+    ff_blk *b = &f->blk[i];
+    if (b->state == FF_DIRTY)
+        return 0;
+    uint8_t *buf = calloc(1, f->bs);
+    if (!buf)
+        return -ENOMEM;
+    if (load && b->state == FF_CLEAN) {
+        int rc = ff_block_read(f, i, buf, 0, ff_blen(f, i));
+        if (rc < 0) {
+            free(buf);
+            return rc;
+        }
+    }
+    b->state = FF_DIRTY, b->buf = buf;
+    f->n_dirty++;
+    f->env->dirty_bytes += f->bs;
+    ff_changed(f, i);
+    return 0;
+}
+
+static int ff_grow(ff_file *f, uint64_t size)
+{
+    uint64_t old_n = f->n_blocks, new_n = (size + f->bs - 1) / f->bs;
+    int rc = ff_reserve(f, new_n);
+    if (rc == 0 && f->size % f->bs && f->blk[old_n - 1].state != FF_ZERO)
+        rc = ff_make_dirty(f, old_n - 1, 1);     /* a stored partial block changes length */
+    if (rc < 0)
+        return rc;
+    for (uint64_t i = old_n; i < new_n; i++)       /* off and word stay: frames to retire */
+        f->blk[i].state = FF_ZERO, f->blk[i].buf = NULL;
+    if (new_n > old_n)
+        ff_changed(f, old_n);
+    f->size = size, f->n_blocks = new_n;
+    return 0;
+}
+
+static int ff_shrink(ff_file *f, uint64_t size)
+{
+    uint64_t new_n = (size + f->bs - 1) / f->bs, tail = size % f->bs;
+    if (tail && f->blk[new_n - 1].state != FF_ZERO) {
+        int rc = ff_make_dirty(f, new_n - 1, 1);
+        if (rc < 0)
+            return rc;
+        memset(f->blk[new_n - 1].buf + tail, 0, f->bs - tail);
+    }
+    for (uint64_t i = new_n; i < f->n_blocks; i++) {
+        ff_drop_buf(f, &f->blk[i]);
+        f->blk[i].state = FF_CLEAN;
+    }
+    if (new_n < f->n_stored || tail)
+        ff_changed(f, tail ? new_n - 1 : new_n);
+    f->size = size, f->n_blocks = new_n;
+    return 0;
+}
+
+static int ff_resize(ff_file *f, uint64_t size)
+{
+    if (size == f->size)
+        return 0;
+    return size > f->size ? ff_grow(f, size) : ff_shrink(f, size);
+}
+
+/* ---- the commit ---- */
+
+/* First block of the stored frame holding block i: blocks of one frame lie back to back. */
+static uint64_t ff_frame_first(const ff_file *f, uint64_t i)
+{
+    while (i > 0) {
+        const ff_blk *p = &f->blk[i - 1];
+        if ((p->off & FMT_OFFSET_MASK) + fmt_block_len(p->word) != (f->blk[i].off & FMT_OFFSET_MASK))
+            break;
+        i--;
+    }
+    return i;
+}
+
+/* One past the last block of the stored frame starting at block i. */
+static uint64_t ff_frame_end(const ff_file *f, uint64_t i)
+{
+    for (i++; i < f->n_stored; i++) {
+        const ff_blk *p = &f->blk[i - 1];
+        if ((p->off & FMT_OFFSET_MASK) + fmt_block_len(p->word) != (f->blk[i].off & FMT_OFFSET_MASK))
+            break;
+    }
+    return i;
+}
+
+/* What one commit writes and retires. */
+typedef struct {
+    uint64_t s, end;                   /* blocks [s, end) are written anew */
+    uint64_t size;                     /* logical size the seek table records */
+    fmt_trailer t;                     /* the new seek table with its intents */
+    uint64_t pos;                      /* where the next bytes go */
+    uint8_t *stage;                    /* one frame, wrapped, before it is written */
+    uint8_t *comp;                     /* FF_FRAME_MAX_BLOCKS compressed outputs */
+    uint32_t comp_stride;
+} ff_commit_plan;
+
+static int ff_plan_retire(ff_file *f, ff_commit_plan *p)
+{
+    uint32_t n = 0;
+    for (uint64_t i = p->s; i < f->n_stored; i = ff_frame_end(f, i))
+        n++;
+    p->t.retire = calloc(n ? n : 1, sizeof(*p->t.retire));
+    p->t.reveal = calloc((p->end - p->s) / FF_FRAME_MAX_BLOCKS + 2, sizeof(*p->t.reveal));
+    p->t.entries = calloc(p->end ? p->end : 1, sizeof(*p->t.entries));
+    if (!p->t.retire || !p->t.reveal || !p->t.entries)
+        return -ENOMEM;
+    for (uint64_t i = p->s; i < f->n_stored; i = ff_frame_end(f, i)) {
+        uint64_t last = ff_frame_end(f, i) - 1;
+        uint64_t start = (f->blk[i].off & FMT_OFFSET_MASK) - FMT_FRAME_HEADER_LEN;
+        uint64_t stop = (f->blk[last].off & FMT_OFFSET_MASK) + fmt_block_len(f->blk[last].word) +
+                        FMT_ENDMARK_LEN;
+        p->t.retire[p->t.n_retire++] = (fmt_retire){start, stop - start};
+    }
+    return 0;
+}
+
+/* Compresses the changed blocks of [a, b) into p->comp; clean ones are read as stored. */
+static int ff_encode_blocks(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b, size_t *used)
+{
+    eng_job jobs[FF_FRAME_MAX_BLOCKS];
+    size_t n = 0, at = FMT_FRAME_HEADER_LEN + 8;
+    for (uint64_t i = a; i < b; i++) {
+        ff_blk *k = &f->blk[i];
+        if (k->state == FF_CLEAN)
+            continue;
+        const uint8_t *src = k->state == FF_DIRTY ? k->buf : f->env->zeros;
+        jobs[n++] = (eng_job){src, (uint32_t)ff_blen(f, i), p->comp + (i - a) * p->comp_stride,
+                              p->comp_stride, 0};
+    }
+    eng_compress(f->env->eng, jobs, n);
+    n = 0;
+    for (uint64_t i = a; i < b; i++) {
+        ff_blk *k = &f->blk[i];
+        fmt_entry *e = &p->t.entries[i];
+        if (k->state == FF_CLEAN) {
+            int rc = fmt_pread_all(f->fd, p->stage + at, fmt_block_len(k->word),
+                                   k->off & FMT_OFFSET_MASK);
+            if (rc < 0)
+                return rc;
+            e->off = (k->off & FMT_ENTRY_ZERO) | (p->pos + at);
+            e->word = k->word;
+            f->env->n.blocks_copied++;
+        } else {
+            eng_job *j = &jobs[n++];
+            int zero = k->state == FF_ZERO || ff_is_zero(j->src, j->len);
+            fmt_block_encode(p->stage + at, j->src, j->len, j->dst, j->out_len);
+            e->off = (p->pos + at) | (zero ? FMT_ENTRY_ZERO : 0);
+            e->word = fmt_get32(p->stage + at);
+            f->env->n.blocks_written++;
+        }
+        at += fmt_block_len(e->word);
+    }
+    *used = at;
+    return 0;
+}
+
+/* Writes blocks [a, b) as one frame inside a hidden wrapper at p->pos. */
+static int ff_write_frame(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b)
+{
+    size_t at;
+    int rc = ff_encode_blocks(f, p, a, b, &at);
+    if (rc < 0)
+        return rc;
+    uint64_t content = 0;
+    for (uint64_t i = a; i < b; i++)
+        content += ff_blen(f, i);
+    fmt_put32(p->stage + at, 0);                             /* EndMark */
+    at += FMT_ENDMARK_LEN;
+    fmt_put32(p->stage, FMT_SKIP_HIDDEN);
+    fmt_put32(p->stage + 4, (uint32_t)(at - 8));
+    fmt_frame_header(p->stage + 8, f->bs, content);
+    if ((rc = fmt_pwrite_all(f->fd, p->stage, at, p->pos)) < 0)
+        return rc;
+    p->t.reveal[p->t.n_reveal++] = p->pos;
+    p->pos += at;
+    return 0;
+}
+
+/* Frames of at most FF_FRAME_MAX_BLOCKS full blocks; a partial block gets a frame of its own
+ * so that appending to it never rewrites the full blocks before it. */
+static int ff_write_frames(ff_file *f, ff_commit_plan *p)
+{
+    uint64_t i = p->s;
+    while (i < p->end) {
+        uint64_t b = i + FF_FRAME_MAX_BLOCKS < p->end ? i + FF_FRAME_MAX_BLOCKS : p->end;
+        if (b == p->end && ff_blen(f, b - 1) < f->bs && b - 1 > i)
+            b--;
+        int rc = ff_write_frame(f, p, i, b);
+        if (rc < 0)
+            return rc;
+        i = b;
+    }
+    return 0;
+}
+
+static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
+{
+    uint64_t r = f->rewrite_min;
+    p->s = r < f->n_stored ? ff_frame_first(f, r) : f->n_stored;
+    p->end = f->n_blocks;
+    /* Under memory pressure an appending writer keeps its partial last block in memory:
+     * writing it now would only retire it again at the next commit. */
+    if (pressure && f->size % f->bs && p->end - 1 >= f->n_stored && p->end - 1 > p->s)
+        p->end--;
+    p->size = p->end == f->n_blocks ? f->size : p->end * f->bs;
+    p->pos = f->phys_end;
+    p->comp_stride = eng_bound(f->bs);
+    p->stage = malloc(8 + FMT_FRAME_HEADER_LEN + FMT_ENDMARK_LEN +
+                      (size_t)FF_FRAME_MAX_BLOCKS * (f->bs + FMT_BLOCK_OVERHEAD));
+    p->comp = malloc((size_t)FF_FRAME_MAX_BLOCKS * p->comp_stride);
+    if (!p->stage || !p->comp)
+        return -ENOMEM;
+    return ff_plan_retire(f, p);
+}
+
+static int ff_write_trailer(ff_file *f, ff_commit_plan *p)
+{
+    for (uint64_t i = 0; i < p->s; i++)
+        p->t.entries[i] = (fmt_entry){f->blk[i].off, f->blk[i].word};
+    p->t.n_entries = (uint32_t)p->end;
+    p->t.size = p->size;
+    size_t len = fmt_trailer_len(p->t.n_entries, p->t.n_reveal, p->t.n_retire);
+    uint8_t *buf = malloc(len);
+    if (!buf)
+        return -ENOMEM;
+    fmt_trailer_encode(&p->t, buf);
+    int rc = fmt_pwrite_all(f->fd, buf, len, p->pos);
+    free(buf);
+    if (rc == 0 && ftruncate(f->fd, (off_t)(p->pos + len)) < 0)
+        rc = -errno;
+    p->pos += len;
+    return rc;
+}
+
+/* The plan is on disk: make memory say the same. */
+static void ff_adopt(ff_file *f, ff_commit_plan *p)
+{
+    for (uint64_t i = p->s; i < p->end; i++) {
+        ff_blk *b = &f->blk[i];
+        ff_drop_buf(f, b);
+        b->off = p->t.entries[i].off, b->word = p->t.entries[i].word, b->state = FF_CLEAN;
+    }
+    f->n_stored = p->end;
+    f->rewrite_min = p->end < f->n_blocks ? p->end : UINT64_MAX;
+    f->phys_end = p->pos;
+}
+
+static void ff_restore_mtime(ff_file *f)
+{
+    struct timespec ts[2] = {{0, UTIME_OMIT}, f->mtime};
+    (void)futimens(f->fd, ts);
+}
+
+static int ff_commit(ff_file *f, int durable, int pressure)
+{
+    if (f->rewrite_min == UINT64_MAX)
+        return durable && fdatasync(f->fd) < 0 ? -errno : 0;
+    if (f->env->opt.read_only)
+        return -EROFS;
+    ff_commit_plan p = {0};
+    int rc = ff_plan(f, &p, pressure);
+    if (rc == 0)
+        rc = ff_write_frames(f, &p);
+    if (rc == 0)
+        rc = ff_write_trailer(f, &p);
+    if (rc == 0 && (p.t.n_retire || durable) && fdatasync(f->fd) < 0)
+        rc = -errno;
+    if (rc == 0) {
+        /* Committed: from here a failure to flip headers is finished by the next open. */
+        ff_adopt(f, &p);
+        f->env->n.commits++;
+        int flipped = fmt_apply_intents(f->fd, &p.t, 1);
+        if (flipped < 0)
+            lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", f->name,
+                      strerror(-flipped));
+        rc = flipped < 0 ? flipped : 0;
+    } else {
+        /* The old seek table is still intact up to phys_end: cut what this commit added. */
+        lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
+        if (ftruncate(f->fd, (off_t)f->phys_end) < 0)
+            lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", f->name,
+                      strerror(errno));
+    }
+    ff_restore_mtime(f);
+    free(p.stage);
+    free(p.comp);
+    fmt_trailer_free(&p.t);
+    return rc;
+}
+
+/* ---- opening, repair ---- */
+
+static void ff_take_table(ff_file *f, fmt_trailer *t)
+{
+    f->size = t->size;
+    f->n_blocks = f->n_stored = t->n_entries;
+    for (uint64_t i = 0; i < t->n_entries; i++)
+        f->blk[i] = (ff_blk){t->entries[i].off, t->entries[i].word, FF_CLEAN, NULL};
+}
+
+/* Rebuilds the seek table of a torn file from its visible frames (verifying every block),
+ * cuts the torn tail, and writes the table back, keeping the file's mtime. */
+static int ff_repair(ff_file *f, uint64_t file_len)
+{
+    fmt_scan_result sr;
+    fmt_error err = fmt_scan(f->fd, file_len, f->bs, 1, &sr);
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    int rc = ff_reserve(f, sr.table.n_entries);
+    if (rc == 0) {
+        ff_take_table(f, &sr.table);
+        f->phys_end = sr.valid_end;
+        if (f->env->opt.read_only) {
+            lg_printf(f->env->log, LG_WARN, "%s: torn (seek table missing or damaged); not "
+                      "repaired on a read-only mount", f->name);
+        } else {
+            ff_commit_plan p = {.s = f->n_stored, .end = f->n_stored, .size = f->size,
+                                .pos = sr.valid_end};
+            p.t.entries = calloc(f->n_stored ? f->n_stored : 1, sizeof(fmt_entry));
+            rc = p.t.entries ? ff_write_trailer(f, &p) : -ENOMEM;
+            if (rc == 0) {
+                f->phys_end = p.pos;
+                f->env->n.repairs++;
+                lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: seek table rebuilt "
+                          "from %llu blocks, %llu bytes cut after offset %llu", f->name,
+                          (unsigned long long)f->n_stored,
+                          (unsigned long long)(file_len - sr.valid_end),
+                          (unsigned long long)sr.valid_end);
+            }
+            fmt_trailer_free(&p.t);
+            ff_restore_mtime(f);
+        }
+    }
+    fmt_trailer_free(&sr.table);
+    return rc;
+}
+
+static int ff_load_own(ff_file *f, uint64_t file_len)
+{
+    fmt_trailer t;
+    fmt_error err = fmt_trailer_read(f->fd, file_len, f->bs, &t);
+    if (err == FMT_ERR_NO_TRAILER)
+        return ff_repair(f, file_len);
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    int rc = ff_reserve(f, t.n_entries);
+    if (rc == 0) {
+        ff_take_table(f, &t);
+        f->phys_end = file_len;
+        if (!f->env->opt.read_only && (rc = fmt_apply_intents(f->fd, &t, 1)) > 0) {
+            lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%d headers)",
+                      f->name, rc);
+            ff_restore_mtime(f);
+        }
+        rc = rc < 0 ? rc : 0;
+    }
+    fmt_trailer_free(&t);
+    return rc;
+}
+
+/* Reads the marker: 1 for an own file (f->bs set), 0 for a foreign one, or -errno. */
+static int ff_identify(int fd, uint64_t file_len, uint32_t *bs, const char *name, lg_log *log)
+{
+    uint8_t head[FMT_MARKER_LEN];
+    fmt_marker m;
+    if (file_len < FMT_MARKER_LEN)
+        return 0;
+    int rc = fmt_pread_all(fd, head, sizeof(head), 0);
+    if (rc < 0)
+        return rc;
+    fmt_error err = fmt_marker_decode(head, sizeof(head), &m);
+    if (err == FMT_ERR_NEWER)
+        lg_printf(log, LG_ERR, "%s: file format version %u is newer than this fpgalz4fs "
+                  "supports (%u); refusing it", name, m.version, FMT_VERSION);
+    if (err != FMT_OK)
+        return err == FMT_ERR_FOREIGN ? 0 : -fmt_errno(err);
+    *bs = m.block_size;
+    return 1;
+}
+
+static ff_file *ff_new(ff_env *env, int fd, const char *name)
+{
+    ff_file *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->env = env, f->fd = fd, f->id = env->next_id++;
+    f->rewrite_min = UINT64_MAX;
+    snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
+    pthread_mutex_init(&f->lock, NULL);
+    return f;
+}
+
+static void ff_free(ff_file *f)
+{
+    for (uint64_t i = 0; i < f->n_blocks; i++)
+        ff_drop_buf(f, &f->blk[i]);
+    bc_forget_file(f->env->cache, f->id);
+    close(f->fd);
+    pthread_mutex_destroy(&f->lock);
+    free(f->blk);
+    free(f);
+}
+
+int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
+{
+    struct stat st;
+    ff_file *f = ff_new(env, fd, name);
+    if (!f) {
+        close(fd);
+        return -ENOMEM;
+    }
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    if (rc == 0)
+        f->mtime = st.st_mtim;
+    if (rc == 0 && (rc = ff_identify(fd, (uint64_t)st.st_size, &f->bs, f->name, env->log)) == 0)
+        f->foreign = 1;
+    else if (rc == 1)
+        rc = ff_load_own(f, (uint64_t)st.st_size);
+    if (rc < 0) {
+        ff_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
+{
+    fmt_marker m = {FMT_VERSION, env->sb.block_size, {0}};
+    memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
+    uint8_t head[FMT_MARKER_LEN];
+    uint8_t table[8 + FMT_FOOTER_LEN];
+    fmt_trailer empty = {0};
+    fmt_marker_encode(&m, head);
+    fmt_trailer_encode(&empty, table);
+    int rc = fmt_pwrite_all(fd, head, sizeof(head), 0);
+    if (rc == 0)
+        rc = fmt_pwrite_all(fd, table, sizeof(table), sizeof(head));
+    if (rc == 0 && ftruncate(fd, sizeof(head) + sizeof(table)) < 0)
+        rc = -errno;
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return ff_open(env, fd, name, out);
+}
+
+int ff_release(ff_file *f)
+{
+    pthread_mutex_lock(&f->lock);
+    int rc = f->foreign ? 0 : ff_commit(f, 0, 0);
+    pthread_mutex_unlock(&f->lock);
+    ff_free(f);
+    return rc;
+}
+
+/* ---- the calls of an open file ---- */
+
+static int ff_pread_foreign(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
+{
+    ssize_t n;
+    *got = 0;
+    while (len && (n = pread(f->fd, (char *)buf + *got, len, off + (off_t)*got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        *got += (size_t)n, len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_t *got)
+{
+    *got = 0;
+    if (off >= f->size)
+        return 0;
+    if (len > f->size - off)
+        len = (size_t)(f->size - off);
+    while (*got < len) {
+        uint64_t pos = off + *got, i = pos / f->bs, boff = pos % f->bs;
+        uint64_t n = ff_blen(f, i) - boff;
+        if (n > len - *got)
+            n = len - *got;
+        int rc = ff_block_read(f, i, buf + *got, boff, n);
+        if (rc < 0)
+            return *got ? 0 : rc;          /* a short read up to the damaged block */
+        *got += n;
+    }
+    return 0;
+}
+
+int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
+{
+    pthread_mutex_lock(&f->lock);
+    int rc = f->foreign ? ff_pread_foreign(f, buf, len, off, got)
+                        : ff_read_own(f, buf, len, (uint64_t)off, got);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+/* Commits early when dirty blocks pile up: an appending writer every brick of blocks (cheap:
+ * nothing before its tail moves), anyone when the mount's memory budget is spent. */
+static int ff_maybe_commit(ff_file *f)
+{
+    uint64_t budget = f->env->opt.mem_bytes / 2;
+    int appending = f->rewrite_min + 1 >= f->n_stored;
+    if ((appending && f->n_dirty >= FF_STREAM_BLOCKS) || f->env->dirty_bytes > budget ||
+        (uint64_t)f->n_dirty * f->bs > budget / 2)
+        return ff_commit(f, 0, 1);
+    return 0;
+}
+
+static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off)
+{
+    int rc = 0;
+    if (off + len > f->size)
+        rc = ff_resize(f, off + len);
+    for (size_t done = 0; rc == 0 && done < len;) {
+        uint64_t pos = off + done, i = pos / f->bs, boff = pos % f->bs;
+        uint64_t n = ff_blen(f, i) - boff;
+        if (n > len - done)
+            n = len - done;
+        rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
+        if (rc == 0) {
+            memcpy(f->blk[i].buf + boff, buf + done, n);
+            done += n;
+        }
+    }
+    clock_gettime(CLOCK_REALTIME, &f->mtime);
+    return rc < 0 ? rc : ff_maybe_commit(f);
+}
+
+int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
+{
+    if (off < 0)
+        return -EINVAL;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0;
+    if (f->foreign) {
+        size_t done = 0;
+        while (rc == 0 && done < len) {
+            ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done, off + (off_t)done);
+            rc = n < 0 ? (errno == EINTR ? 0 : -errno) : 0;
+            done += n > 0 ? (size_t)n : 0;
+        }
+    } else {
+        rc = ff_write_own(f, buf, len, (uint64_t)off);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_truncate(ff_file *f, off_t size)
+{
+    if (size < 0)
+        return -EINVAL;
+    pthread_mutex_lock(&f->lock);
+    int rc;
+    if (f->foreign) {
+        rc = ftruncate(f->fd, size) < 0 ? -errno : 0;
+    } else {
+        rc = ff_resize(f, (uint64_t)size);
+        clock_gettime(CLOCK_REALTIME, &f->mtime);
+        if (rc == 0)
+            rc = ff_maybe_commit(f);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_flush(ff_file *f, int durable)
+{
+    pthread_mutex_lock(&f->lock);
+    int rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
+                        : ff_commit(f, durable, 0);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+/* Zeroes [off, end) of an own file: whole blocks become holes, the edges are rewritten. */
+static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
+{
+    if (end > f->size)
+        end = f->size;
+    while (off < end) {
+        uint64_t i = off / f->bs, boff = off % f->bs, n = ff_blen(f, i) - boff;
+        if (n > end - off)
+            n = end - off;
+        if (boff == 0 && n == ff_blen(f, i)) {
+            ff_drop_buf(f, &f->blk[i]);
+            f->blk[i].state = FF_ZERO;
+            ff_changed(f, i);
+        } else {
+            int rc = ff_make_dirty(f, i, 1);
+            if (rc < 0)
+                return rc;
+            memset(f->blk[i].buf + boff, 0, n);
+        }
+        off += n;
+    }
+    return 0;
+}
+
+int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
+{
+    if (off < 0 || len <= 0)
+        return -EINVAL;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0, keep = mode & FALLOC_FL_KEEP_SIZE;
+    uint64_t end = (uint64_t)off + (uint64_t)len;
+    if (f->foreign) {
+        rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
+    } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) ||
+               (mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE) {
+        rc = ff_zero_range(f, (uint64_t)off, end);
+        if (rc == 0 && !keep && end > f->size)
+            rc = ff_resize(f, end);
+    } else if ((mode & ~FALLOC_FL_KEEP_SIZE) == 0) {
+        if (!keep && end > f->size)        /* space is not reserved: blocks are compressed */
+            rc = ff_resize(f, end);
+    } else {
+        rc = -EOPNOTSUPP;
+    }
+    if (rc == 0 && !f->foreign) {
+        clock_gettime(CLOCK_REALTIME, &f->mtime);
+        rc = ff_maybe_commit(f);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+static int ff_block_is_hole(const ff_file *f, uint64_t i)
+{
+    const ff_blk *b = &f->blk[i];
+    return b->state == FF_ZERO || (b->state == FF_CLEAN && (b->off & FMT_ENTRY_ZERO));
+}
+
+off_t ff_lseek(ff_file *f, off_t off, int whence)
+{
+    pthread_mutex_lock(&f->lock);
+    off_t r;
+    if (f->foreign) {
+        r = lseek(f->fd, off, whence);
+        r = r < 0 ? -errno : r;
+    } else if (off < 0 || (uint64_t)off >= f->size) {
+        r = -ENXIO;
+    } else {
+        int want_hole = whence == SEEK_HOLE;
+        uint64_t i = (uint64_t)off / f->bs;
+        while (i < f->n_blocks && ff_block_is_hole(f, i) != want_hole)
+            i++;
+        uint64_t at = i * f->bs > (uint64_t)off ? i * f->bs : (uint64_t)off;
+        r = i < f->n_blocks ? (off_t)at : want_hole ? (off_t)f->size : -ENXIO;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return r;
+}
+
+uint64_t ff_size(ff_file *f)
+{
+    struct stat st;
+    pthread_mutex_lock(&f->lock);
+    uint64_t size = f->size;
+    if (f->foreign)
+        size = fstat(f->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    pthread_mutex_unlock(&f->lock);
+    return size;
+}
+
+int ff_is_foreign(const ff_file *f) { return f->foreign; }
+int ff_fd(const ff_file *f) { return f->fd; }
+
+void ff_get_mtime(ff_file *f, struct timespec *out)
+{
+    pthread_mutex_lock(&f->lock);
+    *out = f->mtime;
+    pthread_mutex_unlock(&f->lock);
+}
+
+void ff_set_mtime(ff_file *f, const struct timespec *ts)
+{
+    pthread_mutex_lock(&f->lock);
+    f->mtime = *ts;
+    if (!f->foreign)
+        ff_restore_mtime(f);
+    pthread_mutex_unlock(&f->lock);
+}
+
+int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
+{
+    struct stat st;
+    uint32_t bs = 0;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    int rc = ff_identify(fd, (uint64_t)st.st_size, &bs, "?", env->log);
+    *own = rc == 1;
+    *size = (uint64_t)st.st_size;
+    if (rc <= 0)
+        return rc;
+    fmt_trailer t;
+    fmt_error err = fmt_trailer_read(fd, (uint64_t)st.st_size, bs, &t);
+    if (err == FMT_ERR_NO_TRAILER) {
+        fmt_scan_result sr;
+        if ((err = fmt_scan(fd, (uint64_t)st.st_size, bs, 0, &sr)) == FMT_OK)
+            t = sr.table;
+    }
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    *size = t.size;
+    fmt_trailer_free(&t);
+    return 0;
+}

@@ -1,0 +1,84 @@
+/* ff: the open state of one regular file of the store, shared by every handle of it.
+ *
+ * An own file (one that starts with the fpgalz4fs marker) is kept as LZ4 frames with a
+ * trailing seek table (docs/FORMAT.md). Writes land in whole decoded blocks held in memory
+ * (dirty blocks); a commit compresses them through the engine, appends them as new frames
+ * at the end of the backing file, writes a new seek table and then retires the frames they
+ * replace. Reads decode only the blocks they touch. A foreign file (anything without the
+ * marker) passes through byte for byte.
+ *
+ * Every function returns 0 or a negative errno. Every ff_file call is thread-safe: a
+ * mutex per file serialises them. */
+#ifndef FPGALZ4FS_FFILE_H
+#define FPGALZ4FS_FFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "eng.h"
+#include "log.h"
+#include "sb.h"
+
+typedef struct ff_env_s ff_env;
+typedef struct ff_file_s ff_file;
+
+typedef struct {
+    int read_only;                     /* -o ro: never write to the backing file, repairs too */
+    uint64_t mem_bytes;                /* mem_mb: decoded-block cache plus dirty blocks */
+} ff_options;
+
+/* Shared by all files of one mount. The engine and log stay owned by the caller. */
+ff_env *ff_env_new(eng_ctx *eng, const sb_super *sb, const ff_options *opt, lg_log *log);
+void ff_env_free(ff_env *env);
+
+/* Opens the state for a backing descriptor (O_RDWR, or O_RDONLY under ro); takes ownership of
+ * fd. A torn own file is repaired here (mtime kept, a line in the log) unless read-only.
+ * name is only used in log lines. */
+int ff_open(ff_env *env, int fd, const char *name, ff_file **out);
+
+/* Turns a new, empty backing file into an empty own file (marker + empty seek table), then
+ * opens it as ff_open does. */
+int ff_create(ff_env *env, int fd, const char *name, ff_file **out);
+
+/* Commits and frees; returns the commit's error (the state is freed either way). */
+int ff_release(ff_file *f);
+
+int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got);
+int ff_write(ff_file *f, const void *buf, size_t len, off_t off);
+int ff_truncate(ff_file *f, off_t size);
+/* Makes every write so far part of the backing file; durable adds fdatasync. */
+int ff_flush(ff_file *f, int durable);
+/* mode as fallocate(2): 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE,
+ * FALLOC_FL_ZERO_RANGE; others give -EOPNOTSUPP. */
+int ff_fallocate(ff_file *f, int mode, off_t off, off_t len);
+/* SEEK_DATA / SEEK_HOLE over logical offsets; returns the offset or a negative errno. */
+off_t ff_lseek(ff_file *f, off_t off, int whence);
+
+uint64_t ff_size(ff_file *f);           /* logical size */
+int ff_is_foreign(const ff_file *f);
+/* The logical modification time (writes set it to now; setattr sets it explicitly). It is
+ * restored onto the backing file after each commit, since commits write the file. */
+void ff_get_mtime(ff_file *f, struct timespec *out);
+void ff_set_mtime(ff_file *f, const struct timespec *ts);
+int ff_fd(const ff_file *f);            /* the backing descriptor, for fstat and xattrs */
+
+/* Logical size of a backing file that is not open, read-only (no repair): own files give
+ * the seek table's size (or a scan's when the table is torn); foreign files their size.
+ * *own is set to 1 for an own file. */
+int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own);
+
+/* Counters for user.fpgalz4fs.stats. */
+typedef struct {
+    uint64_t commits;                  /* commits that wrote something */
+    uint64_t blocks_written;           /* blocks written by commits */
+    uint64_t blocks_copied;            /* blocks moved (not recompressed) by tail rewrites */
+    uint64_t blocks_decoded;           /* blocks decoded by reads */
+    uint64_t cache_hits;               /* reads served from the decoded-block cache */
+    uint64_t repairs;                  /* torn files repaired */
+    uint64_t corrupt_blocks;           /* checksum or decode failures seen by reads */
+} ff_stats;
+void ff_env_stats(ff_env *env, ff_stats *out);
+
+#endif

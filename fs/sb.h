@@ -1,0 +1,63 @@
+/* sb: the store's superblock, DIR/.fpgalz4fs.
+ *
+ * The superblock names the format version, block size, UUID and creation time of a store.
+ * It is a short text file (key=value lines) ending in an XXH32 checksum line, so that a
+ * person can read it and a torn or edited copy is detected. docs/FORMAT.md has the layout.
+ * The file also carries the store lock: one daemon (or fsck) per store, taken with flock. */
+#ifndef FPGALZ4FS_SB_H
+#define FPGALZ4FS_SB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SB_FILE_NAME ".fpgalz4fs"
+#define SB_FORMAT_VERSION 1u           /* the newest format this build reads and writes */
+#define SB_MAX_TEXT 1024               /* the superblock file is never larger than this */
+
+typedef struct {
+    uint32_t format_version;           /* on-disk format version of the store */
+    uint32_t block_size;               /* logical bytes per block: 64K, 256K, 1M or 4M */
+    uint8_t uuid[16];                  /* store identity, copied into every file's marker */
+    int64_t created;                   /* creation time, seconds since the epoch (UTC) */
+} sb_super;
+
+typedef enum {
+    SB_OK = 0,
+    SB_ERR_MISSING,                    /* no superblock: the directory is not a store */
+    SB_ERR_IO,                         /* a system call failed; errno is kept */
+    SB_ERR_CORRUPT,                    /* unparseable text or checksum mismatch */
+    SB_ERR_NEWER,                      /* a format version newer than SB_FORMAT_VERSION */
+    SB_ERR_BLOCK_SIZE,                 /* a block size other than the four allowed */
+    SB_ERR_LOCKED,                     /* another daemon or tool holds the store */
+} sb_error;
+
+/* A name for an error, for messages. */
+const char *sb_error_name(sb_error e);
+
+/* True when size is one of 64K, 256K, 1M, 4M. */
+int sb_block_size_valid(uint32_t size);
+
+/* Parses "64K", "256K", "1M", "4M" (also plain byte counts); 0 when not one of those. */
+uint32_t sb_parse_block_size(const char *text);
+
+/* Text form <-> struct. sb_format returns the length written (< cap) or 0 if cap is short. */
+size_t sb_format(const sb_super *sb, char *out, size_t cap);
+sb_error sb_parse(const char *text, size_t len, sb_super *sb);
+
+/* Reads DIR/.fpgalz4fs through the directory descriptor dirfd. */
+sb_error sb_read(int dirfd, sb_super *sb);
+
+/* Writes the superblock crash-safely (temporary file, fsync, rename, fsync of the directory). */
+sb_error sb_write(int dirfd, const sb_super *sb);
+
+/* Fills a new superblock: current version, the block size, a random UUID, the current time. */
+sb_error sb_init(sb_super *sb, uint32_t block_size);
+
+/* Takes the store lock (non-blocking). Returns SB_OK and a descriptor to keep open for as
+ * long as the store is held, or SB_ERR_LOCKED when another process holds it. */
+sb_error sb_lock(int dirfd, int *lock_fd);
+
+/* UUID as 36 characters plus NUL. */
+void sb_uuid_text(const uint8_t uuid[16], char out[37]);
+
+#endif
