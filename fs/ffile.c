@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "bcache.h"
 #include "fmt.h"
@@ -64,7 +65,10 @@ struct ff_file_s {
     ff_blk *blk;
     uint64_t n_stored;                 /* blocks covered by the committed frames */
     uint64_t rewrite_min;              /* lowest block that changed since the commit */
-    uint64_t phys_end;                 /* backing file length (end of the seek table) */
+    uint64_t phys_end;                 /* backing file length */
+    uint64_t table_start, table_end;   /* where the newest seek table lies */
+    uint64_t *pending;                 /* hidden wrappers written since the newest table */
+    uint32_t n_pending, pending_cap;
     uint32_t n_dirty;                  /* blocks in FF_DIRTY */
     struct timespec mtime;             /* logical modification time */
 };
@@ -311,15 +315,19 @@ static int ff_plan_retire(ff_file *f, ff_commit_plan *p)
     for (uint64_t i = p->s; i < f->n_stored; i = ff_frame_end(f, i))
         n++;
     p->t.retire = calloc(n ? n : 1, sizeof(*p->t.retire));
-    p->t.reveal = calloc((p->end - p->s) / FF_FRAME_MAX_BLOCKS + 2, sizeof(*p->t.reveal));
+    p->t.reveal = calloc((p->end - p->s) / FF_FRAME_MAX_BLOCKS + 2 + f->n_pending,
+                         sizeof(*p->t.reveal));
     p->t.entries = calloc(p->end ? p->end : 1, sizeof(*p->t.entries));
     if (!p->t.retire || !p->t.reveal || !p->t.entries)
         return -ENOMEM;
+    if (f->n_pending)
+        memcpy(p->t.reveal, f->pending, f->n_pending * sizeof(*f->pending));
+    p->t.n_reveal = f->n_pending;
     for (uint64_t i = p->s; i < f->n_stored; i = ff_frame_end(f, i)) {
         uint64_t last = ff_frame_end(f, i) - 1;
         uint64_t start = (f->blk[i].off & FMT_OFFSET_MASK) - FMT_FRAME_HEADER_LEN;
         uint64_t stop = (f->blk[last].off & FMT_OFFSET_MASK) + fmt_block_len(f->blk[last].word) +
-                        FMT_ENDMARK_LEN;
+                        FMT_FRAME_END_LEN;
         p->t.retire[p->t.n_retire++] = (fmt_retire){start, stop - start};
     }
     return 0;
@@ -365,21 +373,54 @@ static int ff_encode_blocks(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t 
     return 0;
 }
 
+/* XXH32 of the decoded bytes of blocks [a, b), for the frame's content checksum. Blocks
+ * that are only copied are decoded for it: a rewrite in the middle costs a decode. */
+static int ff_content_checksum(ff_file *f, uint64_t a, uint64_t b, uint32_t *sum)
+{
+    XXH32_state_t *st = XXH32_createState();
+    uint8_t *tmp = NULL;
+    int rc = st ? 0 : -ENOMEM;
+    if (st)
+        XXH32_reset(st, 0);
+    for (uint64_t i = a; rc == 0 && i < b; i++) {
+        const ff_blk *k = &f->blk[i];
+        const uint8_t *src = k->state == FF_DIRTY ? k->buf : f->env->zeros;
+        if (k->state == FF_CLEAN && !(k->off & FMT_ENTRY_ZERO)) {
+            if (!tmp && !(tmp = malloc(f->bs))) {
+                rc = -ENOMEM;
+                break;
+            }
+            rc = ff_decode(f, i, tmp);
+            src = tmp;
+        }
+        XXH32_update(st, src, ff_blen(f, i));
+    }
+    free(tmp);
+    if (st)
+        *sum = XXH32_digest(st);
+    XXH32_freeState(st);
+    return rc;
+}
+
 /* Writes blocks [a, b) as one frame inside a hidden wrapper at p->pos. */
 static int ff_write_frame(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b)
 {
     size_t at;
-    int rc = ff_encode_blocks(f, p, a, b, &at);
+    uint32_t sum;
+    int rc = ff_content_checksum(f, a, b, &sum);
+    if (rc == 0)
+        rc = ff_encode_blocks(f, p, a, b, &at);
     if (rc < 0)
         return rc;
     uint64_t content = 0;
     for (uint64_t i = a; i < b; i++)
         content += ff_blen(f, i);
     fmt_put32(p->stage + at, 0);                             /* EndMark */
-    at += FMT_ENDMARK_LEN;
+    fmt_put32(p->stage + at + 4, sum);
+    at += FMT_FRAME_END_LEN;
     fmt_put32(p->stage, FMT_SKIP_HIDDEN);
     fmt_put32(p->stage + 4, (uint32_t)(at - 8));
-    fmt_frame_header(p->stage + 8, f->bs, content);
+    fmt_frame_header(p->stage + 8, f->bs, content, 1);
     if ((rc = fmt_pwrite_all(f->fd, p->stage, at, p->pos)) < 0)
         return rc;
     p->t.reveal[p->t.n_reveal++] = p->pos;
@@ -416,7 +457,7 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     p->size = p->end == f->n_blocks ? f->size : p->end * f->bs;
     p->pos = f->phys_end;
     p->comp_stride = eng_bound(f->bs);
-    p->stage = malloc(8 + FMT_FRAME_HEADER_LEN + FMT_ENDMARK_LEN +
+    p->stage = malloc(8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
                       (size_t)FF_FRAME_MAX_BLOCKS * (f->bs + FMT_BLOCK_OVERHEAD));
     p->comp = malloc((size_t)FF_FRAME_MAX_BLOCKS * p->comp_stride);
     if (!p->stage || !p->comp)
@@ -462,21 +503,69 @@ static void ff_restore_mtime(ff_file *f)
     (void)futimens(f->fd, ts);
 }
 
+static int ff_sync(ff_file *f)
+{
+    return fdatasync(f->fd) < 0 ? -errno : 0;
+}
+
+/* Remembers the hidden wrappers of a commit that wrote no seek table (they are all in
+ * p->t.reveal, the older pending ones first). */
+static int ff_keep_pending(ff_file *f, const ff_commit_plan *p)
+{
+    if (p->t.n_reveal > f->pending_cap) {
+        uint64_t *v = realloc(f->pending, p->t.n_reveal * 2 * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        f->pending = v, f->pending_cap = p->t.n_reveal * 2;
+    }
+    memcpy(f->pending, p->t.reveal, p->t.n_reveal * sizeof(*f->pending));
+    f->n_pending = p->t.n_reveal;
+    return 0;
+}
+
+/* Order on disk: frames (hidden) -> [sync if anything is retired] -> seek table ->
+ * [sync if anything is retired or the caller wants durability] -> header flips. The first
+ * sync keeps a durable table from naming frames that never reached the disk; the second
+ * keeps old frames from being retired before the table that replaces them is durable.
+ * A streaming commit under memory pressure that retires nothing stops after the frames:
+ * the next full commit's table reveals them, so a long write leaves one table, not one
+ * ever larger table per brick. */
+/* Returns 1 for a commit that wrote no table (its frames stay hidden), 0, or -errno. */
+static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable, int pressure)
+{
+    int retiring = p->t.n_retire > 0, rc = ff_write_frames(f, p);
+    if (rc == 0 && pressure && !retiring && !durable)
+        return ff_keep_pending(f, p) < 0 ? -ENOMEM : 1;
+    uint64_t old_start = f->table_start, old_end = f->table_end, table = p->pos;
+    if (rc == 0 && retiring)
+        rc = ff_sync(f);
+    if (rc == 0)
+        rc = ff_write_trailer(f, p);
+    if (rc == 0 && (retiring || durable))
+        rc = ff_sync(f);
+    if (rc == 0) {
+        f->n_pending = 0;
+        f->table_start = table, f->table_end = p->pos;
+        if ((retiring || durable) && old_end > old_start + 8)   /* nobody's fallback now */
+            fmt_punch(f->fd, old_start + 8, old_end - old_start - 8);
+    }
+    return rc;
+}
+
 static int ff_commit(ff_file *f, int durable, int pressure)
 {
-    if (f->rewrite_min == UINT64_MAX)
-        return durable && fdatasync(f->fd) < 0 ? -errno : 0;
+    if (f->rewrite_min == UINT64_MAX && f->n_pending == 0)
+        return durable ? ff_sync(f) : 0;
     if (f->env->opt.read_only)
         return -EROFS;
     ff_commit_plan p = {0};
     int rc = ff_plan(f, &p, pressure);
     if (rc == 0)
-        rc = ff_write_frames(f, &p);
-    if (rc == 0)
-        rc = ff_write_trailer(f, &p);
-    if (rc == 0 && (p.t.n_retire || durable) && fdatasync(f->fd) < 0)
-        rc = -errno;
-    if (rc == 0) {
+        rc = ff_commit_write(f, &p, durable, pressure);
+    if (rc == 1) {
+        ff_adopt(f, &p);
+        rc = 0;
+    } else if (rc == 0) {
         /* Committed: from here a failure to flip headers is finished by the next open. */
         ff_adopt(f, &p);
         f->env->n.commits++;
@@ -486,7 +575,7 @@ static int ff_commit(ff_file *f, int durable, int pressure)
                       strerror(-flipped));
         rc = flipped < 0 ? flipped : 0;
     } else {
-        /* The old seek table is still intact up to phys_end: cut what this commit added. */
+        /* Everything before phys_end is intact: cut what this commit added. */
         lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
         if (ftruncate(f->fd, (off_t)f->phys_end) < 0)
             lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", f->name,
@@ -530,7 +619,7 @@ static int ff_repair(ff_file *f, uint64_t file_len)
             p.t.entries = calloc(f->n_stored ? f->n_stored : 1, sizeof(fmt_entry));
             rc = p.t.entries ? ff_write_trailer(f, &p) : -ENOMEM;
             if (rc == 0) {
-                f->phys_end = p.pos;
+                f->table_start = sr.valid_end, f->table_end = f->phys_end = p.pos;
                 f->env->n.repairs++;
                 lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: seek table rebuilt "
                           "from %llu blocks, %llu bytes cut after offset %llu", f->name,
@@ -557,7 +646,8 @@ static int ff_load_own(ff_file *f, uint64_t file_len)
     int rc = ff_reserve(f, t.n_entries);
     if (rc == 0) {
         ff_take_table(f, &t);
-        f->phys_end = file_len;
+        f->phys_end = f->table_end = file_len;
+        f->table_start = t.start;
         if (!f->env->opt.read_only && (rc = fmt_apply_intents(f->fd, &t, 1)) > 0) {
             lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%d headers)",
                       f->name, rc);
@@ -609,6 +699,7 @@ static void ff_free(ff_file *f)
     close(f->fd);
     pthread_mutex_destroy(&f->lock);
     free(f->blk);
+    free(f->pending);
     free(f);
 }
 
@@ -715,7 +806,7 @@ int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
 static int ff_maybe_commit(ff_file *f)
 {
     uint64_t budget = f->env->opt.mem_bytes / 2;
-    int appending = f->rewrite_min + 1 >= f->n_stored;
+    int appending = f->rewrite_min >= f->n_stored || f->rewrite_min + 1 == f->n_stored;
     if ((appending && f->n_dirty >= FF_STREAM_BLOCKS) || f->env->dirty_bytes > budget ||
         (uint64_t)f->n_dirty * f->bs > budget / 2)
         return ff_commit(f, 0, 1);

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #define FMT_FLG 0x78u   /* version 01, independent blocks, block checksums, content size */
+#define FMT_FLG_CSUM 0x04u   /* content checksum */
 
 #define FMT_NAME_ITEM(name, text) text,
 static const char *const fmt_error_names[] = {FMT_LIST_ERRORS(FMT_NAME_ITEM)};
@@ -69,10 +70,11 @@ static uint32_t fmt_bd_size(uint8_t code)
     return code >= 4 && code <= 7 ? sizes[code - 4] : 0;
 }
 
-void fmt_frame_header(uint8_t out[FMT_FRAME_HEADER_LEN], uint32_t block_size, uint64_t content)
+void fmt_frame_header(uint8_t out[FMT_FRAME_HEADER_LEN], uint32_t block_size, uint64_t content,
+                      int content_checksum)
 {
     fmt_put32(out, FMT_LZ4_MAGIC);
-    out[4] = FMT_FLG;
+    out[4] = (uint8_t)(FMT_FLG | (content_checksum ? FMT_FLG_CSUM : 0));
     out[5] = (uint8_t)(fmt_bd_code(block_size) << 4);
     fmt_put64(out + 6, content);
     out[14] = (uint8_t)(XXH32(out + 4, 10, 0) >> 8);
@@ -102,7 +104,7 @@ size_t fmt_frame_header_parse(const uint8_t *buf, size_t len, uint32_t *block_si
 
 void fmt_marker_encode(const fmt_marker *m, uint8_t out[FMT_MARKER_LEN])
 {
-    fmt_frame_header(out, m->block_size, 0);
+    fmt_frame_header(out, m->block_size, 0, 0);
     fmt_put32(out + FMT_FRAME_HEADER_LEN, 0);                    /* EndMark */
     uint8_t *s = out + FMT_EMPTY_FRAME_LEN;
     fmt_put32(s, FMT_SKIP_MARKER);
@@ -131,7 +133,7 @@ fmt_error fmt_marker_decode(const uint8_t *buf, size_t len, fmt_marker *m)
     /* The empty frame must be exactly the one we write: anything else is someone else's. */
     if (m->version == 0 || !fmt_bd_code(m->block_size))
         return FMT_ERR_FOREIGN;
-    fmt_frame_header(want, m->block_size, 0);
+    fmt_frame_header(want, m->block_size, 0, 0);
     fmt_put32(want + FMT_FRAME_HEADER_LEN, 0);
     return memcmp(buf, want, sizeof(want)) ? FMT_ERR_FOREIGN : FMT_OK;
 }
@@ -239,7 +241,7 @@ static int fmt_entry_ok(const fmt_entry *e, uint32_t block_size, uint64_t logica
 {
     uint32_t size = fmt_word_size(e->word);
     uint64_t off = fmt_entry_off(e);
-    if (size == 0 || size > block_size || off < FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN)
+    if ((e->off & ~(FMT_OFFSET_MASK | FMT_ENTRY_ZERO)) || size == 0 || size > block_size || off < FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN)
         return 0;
     if ((e->word & FMT_RAW_BIT) && size != logical)
         return 0;
@@ -285,6 +287,8 @@ fmt_error fmt_trailer_read(int fd, uint64_t file_len, uint32_t block_size, fmt_t
     if (fmt_get32(foot + 28) != FMT_FOOTER_MAGIC || fmt_get32(foot + 20) > FMT_VERSION)
         return FMT_ERR_NO_TRAILER;
     t->size = fmt_get64(foot);
+    if (t->size > FMT_MAX_SIZE)
+        return FMT_ERR_NO_TRAILER;
     t->n_entries = fmt_get32(foot + 8);
     t->n_reveal = fmt_get32(foot + 12);
     t->n_retire = fmt_get32(foot + 16);
@@ -319,7 +323,7 @@ int fmt_write_skip_header(int fd, uint64_t off, uint32_t magic, uint32_t size)
 
 /* Gives a retired frame's payload back to the backing filesystem; the bytes read as zeros,
  * which any LZ4 decoder skips since they are inside a skippable frame. */
-static void fmt_punch(int fd, uint64_t off, uint64_t len)
+void fmt_punch(int fd, uint64_t off, uint64_t len)
 {
     uint64_t start = (off + 4095) & ~4095ull, end = (off + len) & ~4095ull;
     if (end > start)
@@ -415,7 +419,7 @@ static uint64_t fmt_scan_frame(fmt_scanner *s, uint64_t pos)
     if (fmt_pread_all(s->fd, h, avail, pos) < 0)
         return 0;
     size_t hlen = fmt_frame_header_parse(h, avail, &bs, &has_csize, &csize, &bsum, &csum);
-    if (!hlen || !has_csize || !bsum || csum || bs != s->block_size)
+    if (hlen != FMT_FRAME_HEADER_LEN || !has_csize || !bsum || !csum || bs != s->block_size)
         return 0;
     uint32_t first = s->entries.n;
     uint64_t p = pos + hlen;
@@ -436,10 +440,10 @@ static uint64_t fmt_scan_frame(fmt_scanner *s, uint64_t pos)
             return 0;
         p += fmt_block_len(word);
     }
-    if (!fmt_scan_frame_sizes(s, first, csize))
+    if (p + FMT_FRAME_END_LEN > s->file_len || !fmt_scan_frame_sizes(s, first, csize))
         return 0;
     s->size += csize;
-    return p + 4;
+    return p + FMT_FRAME_END_LEN;
 }
 
 fmt_error fmt_scan(int fd, uint64_t file_len, uint32_t block_size, int verify,

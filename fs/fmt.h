@@ -32,6 +32,8 @@
 #define FMT_FRAME_HEADER_LEN 15u            /* magic, FLG, BD, content size, HC */
 #define FMT_BLOCK_OVERHEAD 8u               /* size word + block checksum */
 #define FMT_ENDMARK_LEN 4u
+#define FMT_FRAME_END_LEN 8u                /* EndMark + content checksum of a data frame */
+#define FMT_MAX_SIZE (1ull << 56)           /* largest logical size a seek table may claim */
 #define FMT_ENTRY_LEN 12u                   /* seek table entry: u64 offset|flags, u32 word */
 #define FMT_REVEAL_LEN 8u
 #define FMT_RETIRE_LEN 16u
@@ -104,7 +106,11 @@ void fmt_marker_encode(const fmt_marker *m, uint8_t out[FMT_MARKER_LEN]);
 /* FMT_OK, FMT_ERR_FOREIGN (not ours, including a plain .lz4 file), FMT_ERR_NEWER. */
 fmt_error fmt_marker_decode(const uint8_t *buf, size_t len, fmt_marker *m);
 
-void fmt_frame_header(uint8_t out[FMT_FRAME_HEADER_LEN], uint32_t block_size, uint64_t content);
+/* Data frames carry a content checksum (XXH32 of the frame's decoded bytes, seed 0): the
+ * lz4 1.9.4 command line tool loses the next frame's first bytes after a frame of more than
+ * 64 KiB that has block checksums and no content checksum. The marker's empty frame has none. */
+void fmt_frame_header(uint8_t out[FMT_FRAME_HEADER_LEN], uint32_t block_size, uint64_t content,
+                      int content_checksum);
 /* Parses a frame header; returns its length (7..19) or 0 if it is not a valid header. */
 size_t fmt_frame_header_parse(const uint8_t *buf, size_t len, uint32_t *block_size,
                               int *has_csize, uint64_t *csize, int *block_checksum,
@@ -139,6 +145,10 @@ fmt_error fmt_scan(int fd, uint64_t file_len, uint32_t block_size, int verify,
 
 /* Writes an 8-byte skippable header (magic, size) at off. */
 int fmt_write_skip_header(int fd, uint64_t off, uint32_t magic, uint32_t size);
+
+/* Gives [off, off+len) back to the backing filesystem (whole 4 KiB pages inside it only);
+ * the bytes then read as zeros. Only ever used inside a skippable frame's payload. */
+void fmt_punch(int fd, uint64_t off, uint64_t len);
 
 /* Completes a commit from its trailer: reveals its wrappers and retires its frames (both
  * idempotent). Returns the number of headers it had to change, or -errno. */
