@@ -26,9 +26,14 @@
 
 enum { FF_CLEAN = 0, FF_DIRTY, FF_ZERO };
 
+/* Why a commit runs: close/flush/fsync, a streaming writer's brick, or the memory budget. */
+enum { FF_COMMIT_FULL = 0, FF_COMMIT_STREAM, FF_COMMIT_MEMORY };
+
 typedef struct {
     uint64_t off;                      /* stored position and FMT_ENTRY_ZERO (blocks < n_stored) */
     uint32_t word;                     /* stored size word (blocks < n_stored) */
+    uint32_t filled;                   /* FF_DIRTY: bytes of buf known to be final (loaded or
+                                          written); a streaming commit skips blocks not full */
     uint8_t state;                     /* FF_CLEAN: as stored; FF_DIRTY: buf; FF_ZERO: zeros */
     uint8_t *buf;                      /* block_size bytes while FF_DIRTY */
 } ff_blk;
@@ -224,6 +229,7 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
             return rc;
         }
     }
+    b->filled = load && b->state == FF_CLEAN ? (uint32_t)ff_blen(f, i) : 0;
     b->state = FF_DIRTY, b->buf = buf;
     f->n_dirty++;
     f->env->dirty_bytes += f->bs;
@@ -450,10 +456,16 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     uint64_t r = f->rewrite_min;
     p->s = r < f->n_stored ? ff_frame_first(f, r) : f->n_stored;
     p->end = f->n_blocks;
-    /* Under memory pressure an appending writer keeps its partial last block in memory:
-     * writing it now would only retire it again at the next commit. */
+    /* Under pressure a writer keeps its partial last block in memory, and a streaming
+     * writer every block from the first one not yet filled (the kernel's writeback need not
+     * send blocks whole or in order): writing them now would retire them at the next. */
     if (pressure && f->size % f->bs && p->end - 1 >= f->n_stored && p->end - 1 > p->s)
         p->end--;
+    for (uint64_t i = p->s; pressure == FF_COMMIT_STREAM && i < p->end; i++) {
+        const ff_blk *b = &f->blk[i];
+        if (b->state == FF_ZERO || (b->state == FF_DIRTY && b->filled < ff_blen(f, i)))
+            p->end = i;
+    }
     p->size = p->end == f->n_blocks ? f->size : p->end * f->bs;
     p->pos = f->phys_end;
     p->comp_stride = eng_bound(f->bs);
@@ -560,9 +572,13 @@ static int ff_commit(ff_file *f, int durable, int pressure)
         return -EROFS;
     ff_commit_plan p = {0};
     int rc = ff_plan(f, &p, pressure);
+    if (rc == 0 && pressure == FF_COMMIT_STREAM && (p.end <= p.s || p.end < f->n_stored))
+        rc = 2;                        /* nothing whole to stream yet */
     if (rc == 0)
         rc = ff_commit_write(f, &p, durable, pressure);
-    if (rc == 1) {
+    if (rc == 2) {
+        rc = 0;
+    } else if (rc == 1) {
         ff_adopt(f, &p);
         rc = 0;
     } else if (rc == 0) {
@@ -581,7 +597,8 @@ static int ff_commit(ff_file *f, int durable, int pressure)
             lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", f->name,
                       strerror(errno));
     }
-    ff_restore_mtime(f);
+    if (pressure != FF_COMMIT_STREAM || p.end > p.s)
+        ff_restore_mtime(f);
     free(p.stage);
     free(p.comp);
     fmt_trailer_free(&p.t);
@@ -595,7 +612,26 @@ static void ff_take_table(ff_file *f, fmt_trailer *t)
     f->size = t->size;
     f->n_blocks = f->n_stored = t->n_entries;
     for (uint64_t i = 0; i < t->n_entries; i++)
-        f->blk[i] = (ff_blk){t->entries[i].off, t->entries[i].word, FF_CLEAN, NULL};
+        f->blk[i] = (ff_blk){.off = t->entries[i].off, .word = t->entries[i].word, .state = FF_CLEAN};
+}
+
+/* Header flips are not synced: a machine crash can keep bytes appended after a durable seek
+ * table (a later streaming commit) and lose the flips that table asked for. Finishing the
+ * last intact table's flips before walking the frames brings its state back. */
+static void ff_finish_last_table(ff_file *f, uint64_t file_len)
+{
+    fmt_scan_result sr;
+    fmt_trailer t;
+    if (f->env->opt.read_only || fmt_scan(f->fd, file_len, f->bs, 0, &sr) != FMT_OK)
+        return;
+    if (sr.last_table_end && fmt_trailer_read(f->fd, sr.last_table_end, f->bs, &t) == FMT_OK) {
+        int n = fmt_apply_intents(f->fd, &t, 1);
+        if (n > 0)
+            lg_printf(f->env->log, LG_WARN, "%s: finished %d header flips of the last intact "
+                      "seek table", f->name, n);
+        fmt_trailer_free(&t);
+    }
+    fmt_trailer_free(&sr.table);
 }
 
 /* Rebuilds the seek table of a torn file from its visible frames (verifying every block),
@@ -603,6 +639,7 @@ static void ff_take_table(ff_file *f, fmt_trailer *t)
 static int ff_repair(ff_file *f, uint64_t file_len)
 {
     fmt_scan_result sr;
+    ff_finish_last_table(f, file_len);
     fmt_error err = fmt_scan(f->fd, file_len, f->bs, 1, &sr);
     if (err != FMT_OK)
         return -fmt_errno(err);
@@ -750,7 +787,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
 int ff_release(ff_file *f)
 {
     pthread_mutex_lock(&f->lock);
-    int rc = f->foreign ? 0 : ff_commit(f, 0, 0);
+    int rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
     pthread_mutex_unlock(&f->lock);
     ff_free(f);
     return rc;
@@ -809,7 +846,7 @@ static int ff_maybe_commit(ff_file *f)
     int appending = f->rewrite_min >= f->n_stored || f->rewrite_min + 1 == f->n_stored;
     if ((appending && f->n_dirty >= FF_STREAM_BLOCKS) || f->env->dirty_bytes > budget ||
         (uint64_t)f->n_dirty * f->bs > budget / 2)
-        return ff_commit(f, 0, 1);
+        return ff_commit(f, 0, appending ? FF_COMMIT_STREAM : FF_COMMIT_MEMORY);
     return 0;
 }
 
@@ -825,7 +862,9 @@ static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off
             n = len - done;
         rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
         if (rc == 0) {
-            memcpy(f->blk[i].buf + boff, buf + done, n);
+            ff_blk *b = &f->blk[i];
+            memcpy(b->buf + boff, buf + done, n);
+            b->filled = b->filled + n > f->bs ? f->bs : b->filled + (uint32_t)n;
             done += n;
         }
     }
@@ -875,7 +914,7 @@ int ff_flush(ff_file *f, int durable)
 {
     pthread_mutex_lock(&f->lock);
     int rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
-                        : ff_commit(f, durable, 0);
+                        : ff_commit(f, durable, FF_COMMIT_FULL);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }

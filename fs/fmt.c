@@ -264,12 +264,13 @@ static fmt_error fmt_trailer_parse(const uint8_t *p, uint32_t block_size, fmt_tr
             return FMT_ERR_NO_TRAILER;
     }
     for (uint32_t i = 0; i < t->n_reveal; i++, p += FMT_REVEAL_LEN)
-        if ((t->reveal[i] = fmt_get64(p)) + 8 > t->start)
+        if ((t->reveal[i] = fmt_get64(p)) > t->start || t->start - t->reveal[i] < 8)
             return FMT_ERR_NO_TRAILER;
     for (uint32_t i = 0; i < t->n_retire; i++, p += FMT_RETIRE_LEN) {
-        t->retire[i].off = fmt_get64(p);
-        t->retire[i].len = fmt_get64(p + 8);
-        if (t->retire[i].len < 8 || t->retire[i].off + t->retire[i].len > t->start)
+        fmt_retire *r = &t->retire[i];
+        r->off = fmt_get64(p);
+        r->len = fmt_get64(p + 8);
+        if (r->len < 8 || r->len > UINT32_MAX || r->off > t->start || t->start - r->off < r->len)
             return FMT_ERR_NO_TRAILER;
     }
     return FMT_OK;
@@ -466,6 +467,8 @@ fmt_error fmt_scan(int fd, uint64_t file_len, uint32_t block_size, int verify,
             next = fmt_scan_frame(&s, pos);
         else if ((magic & 0xFFFFFFF0u) == 0x184D2A50u && pos + 8 + fmt_get32(h + 4) <= file_len)
             next = pos + 8 + fmt_get32(h + 4);
+        if (next && magic == FMT_SKIP_TRAILER)
+            out->last_table_end = next;
         if (!next) {
             s.entries.n = n_before;    /* drop the blocks of a frame that did not end */
             break;

@@ -136,6 +136,7 @@ typedef struct {
     fmt_trailer table;                      /* rebuilt entries and size (no reveal/retire) */
     uint64_t valid_end;                     /* end of the last item that parsed whole */
     int torn;                               /* something after valid_end did not parse */
+    uint64_t last_table_end;                /* end of the last seek table passed, or 0 */
 } fmt_scan_result;
 
 /* Walks every frame and skippable frame after the marker. verify also checks every

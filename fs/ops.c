@@ -1,0 +1,1316 @@
+#include "ops.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sb.h"
+
+#define OP_XATTR_RESERVED "user.fpgalz4fs."
+#define OP_XATTR_STATS "user.fpgalz4fs.stats"
+#define OP_STATS_MAX 2048
+#define OP_XATTR_MAX (64u * 1024u)     /* the largest value or list the VFS passes */
+
+/* One opendir handle: readdir keeps its own stream so that concurrent listings of one
+ * directory do not share a position. */
+struct op_dir {
+    DIR *dp;                           /* stream over a private O_RDONLY descriptor */
+    struct dirent *pending;            /* read but not yet sent: the last reply was full */
+    off_t offset;                      /* position the kernel asks for to continue */
+    int in_root;                       /* the listing hides the superblock */
+};
+
+static struct op_fs *op_fs(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static ff_file *op_file(const struct fuse_file_info *fi)
+{
+    return (ff_file *)(uintptr_t)fi->fh;
+}
+
+static int op_is_root(struct op_fs *fs, fuse_ino_t parent)
+{
+    return in_get(fs->tab, parent) == in_root(fs->tab);
+}
+
+/* The superblock is the store's, not the user's: in the root it neither exists (lookup,
+ * unlink, readdir) nor may be created (create, rename, link...). */
+static int op_is_superblock(struct op_fs *fs, fuse_ino_t parent, const char *name)
+{
+    return op_is_root(fs, parent) && strcmp(name, SB_FILE_NAME) == 0;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Errors and the log */
+
+/* Answers to questions (does it exist, is it empty) are no faults and leave no line. */
+static int op_trivial(int err)
+{
+    switch (err) {
+    case ENOENT: case EEXIST: case ENOTEMPTY: case ENODATA: case ERANGE: case ENOTDIR:
+    case EISDIR: case ENAMETOOLONG: case EINTR: case ELOOP: case ENOSYS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void op_fd_path(int fd, char *buf, size_t cap)
+{
+    char proc[40];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(proc, buf, cap - 1);
+    if (n < 0)
+        snprintf(buf, cap, "(descriptor %d)", fd);
+    else
+        buf[n] = '\0';
+}
+
+/* A descriptor for metadata calls on n. An open file's own descriptor is duplicated: it
+ * still reaches a file unlinked while open, which the backing filesystem no longer reopens
+ * by handle. */
+static int op_meta_fd(struct op_fs *fs, struct in_inode *n)
+{
+    if (S_ISREG(n->type)) {
+        int is_open = 0, fd = -1;
+        pthread_mutex_lock(&n->lock);
+        if (n->file) {
+            is_open = 1;
+            fd = fcntl(ff_fd(n->file), F_DUPFD_CLOEXEC, 0);
+            if (fd < 0)
+                fd = -errno;
+        }
+        pthread_mutex_unlock(&n->lock);
+        if (is_open)
+            return fd;
+    }
+    return in_open(fs->tab, n, O_PATH);
+}
+
+static void op_inode_path(struct op_fs *fs, struct in_inode *n, char *buf, size_t cap)
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0) {
+        snprintf(buf, cap, "%s (inode %ju)", fs->backing, (uintmax_t)n->key.ino);
+        return;
+    }
+    op_fd_path(fd, buf, cap);
+    close(fd);
+}
+
+/* Logs a non-trivial error of operation what on n (or on name inside n); returns err. */
+static int op_log(struct op_fs *fs, const char *what, struct in_inode *n, const char *name,
+                  int err)
+{
+    if (err >= 0 || op_trivial(-err))
+        return err;
+    char path[PATH_MAX];
+    op_inode_path(fs, n, path, sizeof(path));
+    int soft = err == -EPERM || err == -EACCES || err == -EROFS;
+    lg_printf(fs->log, soft ? LG_WARN : LG_ERR, "%s %s%s%s: %s", what, path, name ? "/" : "",
+              name ? name : "", strerror(-err));
+    return err;
+}
+
+/* Attribute names are no path: the line reads "getxattr NAME on PATH". */
+static int op_log_xattr(struct op_fs *fs, const char *what, struct in_inode *n,
+                        const char *name, int err)
+{
+    char verb[300];
+    snprintf(verb, sizeof(verb), "%s %s on", what, name ? name : "");
+    return op_log(fs, name ? verb : what, n, NULL, err);
+}
+
+static int op_err(int rc)
+{
+    return rc < 0 ? -errno : 0;
+}
+
+static void op_reply_entry(fuse_req_t req, int err, const struct fuse_entry_param *e)
+{
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_entry(req, e);
+}
+
+static void op_reply_attr(fuse_req_t req, struct op_fs *fs, int err, const struct stat *st)
+{
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_attr(req, st, fs->timeout);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Attributes */
+
+/* Opens the backing regular file for ff_open: read-write whatever the handle's flags, since
+ * with the writeback cache the kernel reads through write-only handles and does O_APPEND
+ * itself; read-only when the mount or the backing file allows no more. */
+static int op_open_backing(struct op_fs *fs, struct in_inode *n, ff_file **out)
+{
+    int fd = in_open(fs->tab, n, fs->read_only ? O_RDONLY | O_NOATIME : O_RDWR);
+    if (fd == -EPERM && fs->read_only)
+        fd = in_open(fs->tab, n, O_RDONLY);
+    if ((fd == -EACCES || fd == -EROFS) && !fs->read_only)
+        fd = in_open(fs->tab, n, O_RDONLY);
+    if (fd < 0)
+        return fd;
+    char path[PATH_MAX];
+    op_fd_path(fd, path, sizeof(path));
+    return ff_open(fs->env, fd, path, out);
+}
+
+/* The logical size of a closed regular file, read from its seek table only when the backing
+ * file changed since the last time (commits always change st_size or st_ctim). Called with
+ * n->lock held. */
+static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
+{
+    if (n->size_valid && n->size_key == st->st_size &&
+        n->size_ctim.tv_sec == st->st_ctim.tv_sec && n->size_ctim.tv_nsec == st->st_ctim.tv_nsec) {
+        st->st_size = (off_t)n->size;
+        return 0;
+    }
+    /* O_NOATIME: a stat must not look like a read of the backing file. */
+    int fd = in_open(fs->tab, n, O_RDONLY | O_NOATIME);
+    if (fd == -EPERM)
+        fd = in_open(fs->tab, n, O_RDONLY);
+    if (fd < 0)
+        return fd;
+    uint64_t size;
+    int own;
+    int err = ff_stat_size(fs->env, fd, &size, &own);
+    close(fd);
+    if (err)
+        return err;
+    n->size_valid = 1;
+    n->size_key = st->st_size;
+    n->size_ctim = st->st_ctim;
+    n->size = size;
+    st->st_size = (off_t)size;
+    return 0;
+}
+
+/* Turns the backing attributes of n into the ones applications see: regular files show
+ * their logical size (and, while open, their logical mtime); st_blocks stays the space
+ * really used and st_ino the backing one, by which cp -a and tar find hard links. */
+static int op_logical_attr(struct op_fs *fs, struct in_inode *n, struct stat *st)
+{
+    if (!S_ISREG(n->type))
+        return 0;
+    int err = 0;
+    pthread_mutex_lock(&n->lock);
+    if (n->file) {
+        st->st_size = (off_t)ff_size(n->file);
+        ff_get_mtime(n->file, &st->st_mtim);
+    } else {
+        err = op_closed_size(fs, n, st);
+    }
+    pthread_mutex_unlock(&n->lock);
+    return err;
+}
+
+static int op_stat(struct op_fs *fs, struct in_inode *n, struct stat *st)
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0)
+        return fd;
+    int err = op_err(fstat(fd, st));
+    close(fd);
+    return err ? err : op_logical_attr(fs, n, st);
+}
+
+/* Looks name up in dirfd and fills an entry reply, adding one lookup reference. */
+static int op_entry(struct op_fs *fs, int dirfd, const char *name, struct fuse_entry_param *e)
+{
+    struct in_inode *n;
+    memset(e, 0, sizeof(*e));
+    int err = in_lookup_at(fs->tab, dirfd, name, &e->attr, &n);
+    if (err)
+        return err;
+    err = op_logical_attr(fs, n, &e->attr);
+    if (err) {
+        in_forget(fs->tab, n, 1);
+        return err;
+    }
+    e->ino = in_nodeid(fs->tab, n);
+    e->attr_timeout = fs->timeout;
+    e->entry_timeout = fs->timeout;
+    return 0;
+}
+
+static int op_dir_fd(struct op_fs *fs, fuse_ino_t ino)
+{
+    return in_open(fs->tab, in_get(fs->tab, ino), O_PATH | O_DIRECTORY);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Lifecycle */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    /* The writeback cache lets the kernel gather small writes into large ones, which is
+     * what block compression wants; it makes the kernel own size and mtime while it holds
+     * dirty pages. Splice would only add a copy: data is decoded in memory anyway. The
+     * kernel clears set-id bits itself when the daemon does not claim to (KILLPRIV), and
+     * the daemon is the only writer of the backing files, so the page cache never needs
+     * invalidating because an mtime moved (AUTO_INVAL_DATA). */
+    if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+        conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
+                    FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_AUTO_INVAL_DATA);
+    conn->max_write = 1u << 20;
+    conn->max_readahead = 1u << 20;
+    conn->time_gran = 1;
+}
+
+static void op_release_at_exit(struct in_inode *n, void *arg)
+{
+    struct op_fs *fs = arg;
+    int err = ff_release(n->file);
+    n->file = NULL;
+    n->open_count = 0;
+    if (err)
+        lg_printf(fs->log, LG_ERR, "unmount: committing inode %ju failed: %s",
+                  (uintmax_t)n->key.ino, strerror(-err));
+}
+
+/* Files still open here lost their release to the unmount: commit them now, so that
+ * everything written is at rest in the backing files. */
+static void op_destroy(void *userdata)
+{
+    struct op_fs *fs = userdata;
+    char text[OP_STATS_MAX];
+    in_for_each_open(fs->tab, op_release_at_exit, fs);
+    size_t len = op_stats_text(fs, text, sizeof(text));
+    for (size_t i = 0; i < len; i++)
+        if (text[i] == '\n')
+            text[i] = ' ';
+    while (len > 0 && text[len - 1] == ' ')
+        text[--len] = '\0';
+    lg_printf(fs->log, LG_INFO, "unmount: %s", text);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Names */
+
+static int op_lookup_name(struct op_fs *fs, fuse_ino_t parent, const char *name,
+                          struct fuse_entry_param *e)
+{
+    if (op_is_superblock(fs, parent, name))
+        return -ENOENT;
+    int dirfd = op_dir_fd(fs, parent);
+    if (dirfd < 0)
+        return dirfd;
+    int err = op_entry(fs, dirfd, name, e);
+    close(dirfd);
+    return err;
+}
+
+/* A missing name is answered with a negative entry that the kernel caches for the entry
+ * timeout: the daemon is the only writer of the backing directory, and the kernel drops
+ * the negative entry itself when a name is created through the mount. */
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct op_fs *fs = op_fs(req);
+    struct fuse_entry_param e;
+    int err = op_lookup_name(fs, parent, name, &e);
+    if (err == -ENOENT) {
+        memset(&e, 0, sizeof(e));
+        e.entry_timeout = fs->timeout;
+        err = 0;
+    }
+    op_reply_entry(req, op_log(fs, "lookup", in_get(fs->tab, parent), name, err), &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+    struct op_fs *fs = op_fs(req);
+    in_forget(fs->tab, in_get(fs->tab, ino), nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+    struct op_fs *fs = op_fs(req);
+    for (size_t i = 0; i < count; i++)
+        in_forget(fs->tab, in_get(fs->tab, forgets[i].ino), forgets[i].nlookup);
+    fuse_reply_none(req);
+}
+
+/* Objects are made by the daemon's user; one made for another caller (allow_other) is
+ * handed over to the caller. A set-group-ID directory gives its own group, as the backing
+ * filesystem already did. chown clears set-ID bits, which the caller asked for, so they
+ * are put back. */
+static int op_give_to_caller(struct op_fs *fs, fuse_req_t req, int dirfd, const char *name,
+                             mode_t mode)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    uid_t uid = ctx->uid == fs->uid ? (uid_t)-1 : ctx->uid;
+    gid_t gid = ctx->gid == fs->gid ? (gid_t)-1 : ctx->gid;
+    struct stat dst;
+    if (gid != (gid_t)-1 && fstat(dirfd, &dst) == 0 && (dst.st_mode & S_ISGID))
+        gid = (gid_t)-1;
+    if (uid == (uid_t)-1 && gid == (gid_t)-1)
+        return 0;
+    if (fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    if (!S_ISLNK(mode) && !S_ISDIR(mode) && (mode & (S_ISUID | S_ISGID)))
+        return op_err(fchmodat(dirfd, name, mode & 07777, 0));
+    return 0;
+}
+
+/* What mknod, mkdir and symlink make. */
+struct op_new {
+    mode_t mode;                       /* type and permission bits (umask applied) */
+    dev_t rdev;                        /* device number of a node */
+    const char *link;                  /* target of a symlink */
+};
+
+/* A regular file made by mknod is an empty own file, like one made by create. */
+static int op_make_file(struct op_fs *fs, int dirfd, const char *name, mode_t mode)
+{
+    int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+                    mode & 07777);
+    if (fd < 0)
+        return -errno;
+    char path[PATH_MAX];
+    op_fd_path(fd, path, sizeof(path));
+    ff_file *f;
+    int err = ff_create(fs->env, fd, path, &f);
+    if (!err)
+        err = ff_release(f);
+    return err;
+}
+
+static int op_make(struct op_fs *fs, int dirfd, const char *name, const struct op_new *nw)
+{
+    switch (nw->mode & S_IFMT) {
+    case S_IFDIR:
+        return op_err(mkdirat(dirfd, name, nw->mode & 07777));
+    case S_IFLNK:
+        return op_err(symlinkat(nw->link, dirfd, name));
+    case S_IFREG:
+        return op_make_file(fs, dirfd, name, nw->mode);
+    default:
+        return op_err(mknodat(dirfd, name, nw->mode, nw->rdev));
+    }
+}
+
+static int op_new_entry(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, const char *name,
+                        const struct op_new *nw, struct fuse_entry_param *e)
+{
+    if (op_is_superblock(fs, parent, name))
+        return -EPERM;
+    int dirfd = op_dir_fd(fs, parent);
+    if (dirfd < 0)
+        return dirfd;
+    int err = op_make(fs, dirfd, name, nw);
+    if (!err) {
+        err = op_give_to_caller(fs, req, dirfd, name, nw->mode);
+        if (!err)
+            err = op_entry(fs, dirfd, name, e);
+        if (err)
+            unlinkat(dirfd, name, S_ISDIR(nw->mode) ? AT_REMOVEDIR : 0);
+    }
+    close(dirfd);
+    return err;
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    struct op_fs *fs = op_fs(req);
+    struct op_new nw = {.mode = mode, .rdev = rdev};
+    struct fuse_entry_param e;
+    int err = op_new_entry(fs, req, parent, name, &nw, &e);
+    op_reply_entry(req, op_log(fs, "mknod", in_get(fs->tab, parent), name, err), &e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct op_fs *fs = op_fs(req);
+    struct op_new nw = {.mode = S_IFDIR | (mode & 07777)};
+    struct fuse_entry_param e;
+    int err = op_new_entry(fs, req, parent, name, &nw, &e);
+    op_reply_entry(req, op_log(fs, "mkdir", in_get(fs->tab, parent), name, err), &e);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    struct op_fs *fs = op_fs(req);
+    struct op_new nw = {.mode = S_IFLNK | 0777, .link = link};
+    struct fuse_entry_param e;
+    int err = op_new_entry(fs, req, parent, name, &nw, &e);
+    op_reply_entry(req, op_log(fs, "symlink", in_get(fs->tab, parent), name, err), &e);
+}
+
+static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int flags)
+{
+    if (op_is_superblock(fs, parent, name))
+        return -ENOENT;
+    int dirfd = op_dir_fd(fs, parent);
+    if (dirfd < 0)
+        return dirfd;
+    int err = op_err(unlinkat(dirfd, name, flags));
+    close(dirfd);
+    return err;
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = op_remove(fs, parent, name, 0);
+    fuse_reply_err(req, -op_log(fs, "unlink", in_get(fs->tab, parent), name, err));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = op_remove(fs, parent, name, AT_REMOVEDIR);
+    fuse_reply_err(req, -op_log(fs, "rmdir", in_get(fs->tab, parent), name, err));
+}
+
+static int op_rename_names(struct op_fs *fs, fuse_ino_t parent, const char *name,
+                           fuse_ino_t newparent, const char *newname, unsigned flags)
+{
+    if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+        return -EINVAL;
+    if (op_is_superblock(fs, parent, name))
+        return -ENOENT;
+    if (op_is_superblock(fs, newparent, newname))
+        return -EPERM;
+    int from = op_dir_fd(fs, parent);
+    if (from < 0)
+        return from;
+    int to = op_dir_fd(fs, newparent);
+    if (to < 0) {
+        close(from);
+        return to;
+    }
+    int err = op_err(renameat2(from, name, to, newname, flags));
+    close(to);
+    close(from);
+    return err;
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = op_rename_names(fs, parent, name, newparent, newname, flags);
+    char verb[300];
+    snprintf(verb, sizeof(verb), "rename to %s from", newname);
+    fuse_reply_err(req, -op_log(fs, verb, in_get(fs->tab, parent), name, err));
+}
+
+static int op_link_name(struct op_fs *fs, fuse_ino_t ino, fuse_ino_t newparent,
+                        const char *newname, struct fuse_entry_param *e)
+{
+    if (op_is_superblock(fs, newparent, newname))
+        return -EPERM;
+    int fd = op_meta_fd(fs, in_get(fs->tab, ino));
+    if (fd < 0)
+        return fd;
+    int dirfd = op_dir_fd(fs, newparent);
+    int err = dirfd;
+    if (dirfd >= 0) {
+        err = op_err(linkat(fd, "", dirfd, newname, AT_EMPTY_PATH));
+        if (!err)
+            err = op_entry(fs, dirfd, newname, e);
+        close(dirfd);
+    }
+    close(fd);
+    return err;
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    struct op_fs *fs = op_fs(req);
+    struct fuse_entry_param e;
+    int err = op_link_name(fs, ino, newparent, newname, &e);
+    op_reply_entry(req, op_log(fs, "link", in_get(fs->tab, newparent), newname, err), &e);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Attributes of one inode */
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    struct stat st;
+    int err = op_stat(fs, n, &st);
+    op_reply_attr(req, fs, op_log(fs, "getattr", n, NULL, err), &st);
+}
+
+static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0)
+        return fd;
+    int err = op_err(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+    close(fd);
+    return err;
+}
+
+/* O_PATH descriptors take no fchmod; their /proc link reaches the object itself. */
+static int op_chmod(struct op_fs *fs, struct in_inode *n, mode_t mode)
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0)
+        return fd;
+    char proc[40];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    int err = op_err(chmod(proc, mode & 07777));
+    close(fd);
+    return err;
+}
+
+/* Truncation of a file nobody has open goes through a temporary open state, under the
+ * inode lock so that an open at the same time waits for it. */
+static int op_truncate_closed(struct op_fs *fs, struct in_inode *n, off_t size)
+{
+    ff_file *f;
+    if (fs->read_only)
+        return -EROFS;
+    int err = op_open_backing(fs, n, &f);
+    if (err)
+        return err;
+    err = ff_truncate(f, size);
+    int rerr = ff_release(f);
+    n->size_valid = 0;
+    return err ? err : rerr;
+}
+
+static int op_truncate(struct op_fs *fs, struct in_inode *n, off_t size,
+                       struct fuse_file_info *fi)
+{
+    if (!S_ISREG(n->type))
+        return S_ISDIR(n->type) ? -EISDIR : -EINVAL;
+    if (fi)
+        return ff_truncate(op_file(fi), size);
+    pthread_mutex_lock(&n->lock);
+    int err = n->file ? ff_truncate(n->file, size) : op_truncate_closed(fs, n, size);
+    pthread_mutex_unlock(&n->lock);
+    return err;
+}
+
+static void op_times(const struct stat *attr, int to_set, struct timespec tv[2])
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    tv[0].tv_sec = 0;
+    tv[0].tv_nsec = UTIME_OMIT;
+    tv[1] = tv[0];
+    if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+        tv[0] = now;
+    else if (to_set & FUSE_SET_ATTR_ATIME)
+        tv[0] = attr->st_atim;
+    if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+        tv[1] = now;
+    else if (to_set & FUSE_SET_ATTR_MTIME)
+        tv[1] = attr->st_mtim;
+}
+
+static int op_utimens_fd(int fd, const struct timespec tv[2])
+{
+    if (utimensat(fd, "", tv, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    if (errno != EINVAL)
+        return -errno;
+    /* Kernels before 5.8 take no AT_EMPTY_PATH here; the /proc link works for all but
+     * symlinks. */
+    char proc[40];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return op_err(utimensat(AT_FDCWD, proc, tv, 0));
+}
+
+/* An open file restores its logical mtime onto the backing file after every commit, so it
+ * learns the new one first; the inode lock keeps an open from reading the old one between
+ * the two. */
+static int op_utimens(struct op_fs *fs, struct in_inode *n, const struct stat *attr, int to_set)
+{
+    struct timespec tv[2];
+    op_times(attr, to_set, tv);
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0)
+        return fd;
+    int reg = S_ISREG(n->type);
+    if (reg)
+        pthread_mutex_lock(&n->lock);
+    if (reg && n->file && tv[1].tv_nsec != UTIME_OMIT)
+        ff_set_mtime(n->file, &tv[1]);
+    int err = op_utimens_fd(fd, tv);
+    if (reg)
+        pthread_mutex_unlock(&n->lock);
+    close(fd);
+    return err;
+}
+
+/* chown before chmod (chown clears set-ID bits that a chmod in the same call sets), the
+ * size before the times (a truncation sets the mtime to now). */
+static int op_setattr_inode(struct op_fs *fs, struct in_inode *n, const struct stat *attr,
+                            int to_set, struct fuse_file_info *fi)
+{
+    int err = 0;
+    if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+        err = op_chown(fs, n, (to_set & FUSE_SET_ATTR_UID) ? attr->st_uid : (uid_t)-1,
+                       (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1);
+    if (!err && (to_set & FUSE_SET_ATTR_MODE))
+        err = op_chmod(fs, n, attr->st_mode);
+    if (!err && (to_set & FUSE_SET_ATTR_SIZE))
+        err = op_truncate(fs, n, attr->st_size, fi);
+    if (!err && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                           FUSE_SET_ATTR_MTIME_NOW)))
+        err = op_utimens(fs, n, attr, to_set);
+    return err;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    struct stat st;
+    int err = op_setattr_inode(fs, n, attr, to_set, fi);
+    if (!err)
+        err = op_stat(fs, n, &st);
+    /* The kernel flushes the times of a file it evicts after an unlink; nobody waits for
+     * that answer, so a file already gone is no fault worth a line. */
+    const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+                      FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+    if (!(err == -ESTALE && !(to_set & ~times)))
+        err = op_log(fs, "setattr", n, NULL, err);
+    op_reply_attr(req, fs, err, &st);
+}
+
+static int op_readlink_inode(struct op_fs *fs, struct in_inode *n, char *buf, size_t cap)
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0)
+        return fd;
+    ssize_t len = readlinkat(fd, "", buf, cap - 1);
+    int err = len < 0 ? -errno : 0;
+    close(fd);
+    if (!err && (size_t)len >= cap - 1)
+        err = -ENAMETOOLONG;
+    if (!err)
+        buf[len] = '\0';
+    return err;
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    char buf[PATH_MAX + 1];
+    int err = op_log(fs, "readlink", n, NULL, op_readlink_inode(fs, n, buf, sizeof(buf)));
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_readlink(req, buf);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Regular files */
+
+/* One ff_file per inode, shared by every handle (fi->fh points at it): several handles of a
+ * file, in one process or several, see one consistent file. The pin keeps the inode alive
+ * until the last release even if the kernel forgets it first. */
+static int op_writable(const struct fuse_file_info *fi)
+{
+    return (fi->flags & O_ACCMODE) != O_RDONLY;
+}
+
+static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi)
+{
+    if (!S_ISREG(n->type))
+        return S_ISDIR(n->type) ? -EISDIR : -EINVAL;
+    in_pin(fs->tab, n);
+    pthread_mutex_lock(&n->lock);
+    int err = n->file ? 0 : op_open_backing(fs, n, &n->file);
+    if (!err && (fi->flags & O_TRUNC))
+        err = ff_truncate(n->file, 0);
+    if (!err) {
+        n->open_count++;
+        n->writers += op_writable(fi);
+        fi->fh = (uintptr_t)n->file;
+    } else if (n->file && n->open_count == 0) {
+        ff_release(n->file);
+        n->file = NULL;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (err)
+        in_unpin(fs->tab, n);
+    /* The daemon is the only writer of the backing files: cached pages stay valid from
+     * one open to the next. */
+    fi->keep_cache = 1;
+    return err;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    int err = op_log(fs, "open", n, NULL, op_open_inode(fs, n, fi));
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_open(req, fi);
+}
+
+/* Installs a freshly created file's state in its inode. */
+static int op_install_new(struct op_fs *fs, ff_file *f, struct fuse_entry_param *e,
+                          struct fuse_file_info *fi)
+{
+    struct in_inode *n;
+    memset(e, 0, sizeof(*e));
+    int err = in_lookup_fd(fs->tab, ff_fd(f), &e->attr, &n);
+    if (err) {
+        ff_release(f);
+        return err;
+    }
+    in_pin(fs->tab, n);
+    pthread_mutex_lock(&n->lock);
+    if (n->file)
+        ff_release(f);                 /* cannot happen for a name made with O_EXCL */
+    else
+        n->file = f;
+    n->open_count++;
+    n->writers += op_writable(fi);
+    e->attr.st_size = (off_t)ff_size(n->file);
+    ff_get_mtime(n->file, &e->attr.st_mtim);
+    fi->fh = (uintptr_t)n->file;
+    pthread_mutex_unlock(&n->lock);
+    fi->keep_cache = 1;
+    e->ino = in_nodeid(fs->tab, n);
+    e->attr_timeout = fs->timeout;
+    e->entry_timeout = fs->timeout;
+    return 0;
+}
+
+/* A name that already exists (create without O_EXCL racing another creator) is opened as
+ * it is, never turned into a new empty file. */
+static int op_create_existing(struct op_fs *fs, int dirfd, const char *name,
+                              struct fuse_entry_param *e, struct fuse_file_info *fi)
+{
+    int err = op_entry(fs, dirfd, name, e);
+    if (err)
+        return err;
+    struct in_inode *n = in_get(fs->tab, e->ino);
+    err = op_open_inode(fs, n, fi);
+    if (err) {
+        in_forget(fs->tab, n, 1);
+        return err;
+    }
+    if (fi->flags & O_TRUNC)
+        e->attr.st_size = 0;
+    return 0;
+}
+
+static int op_create_file(struct op_fs *fs, fuse_req_t req, int dirfd, const char *name,
+                          mode_t mode, struct fuse_entry_param *e, struct fuse_file_info *fi)
+{
+    int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+                    mode & 07777);
+    if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL))
+        return op_create_existing(fs, dirfd, name, e, fi);
+    if (fd < 0)
+        return -errno;
+    int err = op_give_to_caller(fs, req, dirfd, name, mode);
+    if (err) {
+        close(fd);
+        unlinkat(dirfd, name, 0);
+        return err;
+    }
+    char path[PATH_MAX];
+    op_fd_path(fd, path, sizeof(path));
+    ff_file *f;
+    err = ff_create(fs->env, fd, path, &f);
+    if (!err)
+        err = op_install_new(fs, f, e, fi);
+    if (err)
+        unlinkat(dirfd, name, 0);
+    return err;
+}
+
+static int op_create_name(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent,
+                          const char *name, mode_t mode, struct fuse_entry_param *e,
+                          struct fuse_file_info *fi)
+{
+    if (op_is_superblock(fs, parent, name))
+        return -EPERM;
+    int dirfd = op_dir_fd(fs, parent);
+    if (dirfd < 0)
+        return dirfd;
+    int err = op_create_file(fs, req, dirfd, name, mode, e, fi);
+    close(dirfd);
+    return err;
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct fuse_entry_param e;
+    int err = op_create_name(fs, req, parent, name, mode, &e, fi);
+    err = op_log(fs, "create", in_get(fs->tab, parent), name, err);
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_create(req, &e, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    char *buf = malloc(size ? size : 1);
+    size_t got = 0;
+    int err = buf ? ff_read(op_file(fi), buf, size, off, &got) : -ENOMEM;
+    err = op_log(fs, "read", in_get(fs->tab, ino), NULL, err);
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_buf(req, buf, got);
+    free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = op_log(fs, "write", in_get(fs->tab, ino), NULL,
+                     ff_write(op_file(fi), buf, size, off));
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_write(req, size);
+}
+
+/* Every close(2) of a handle: its error is what close returns, so data acknowledged by
+ * close is in the backing file. */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = op_log(fs, "flush", in_get(fs->tab, ino), NULL, ff_flush(op_file(fi), 0));
+    fuse_reply_err(req, -err);
+}
+
+static int op_fsync_file(ff_file *f, int datasync)
+{
+    int err = ff_flush(f, 1);
+    if (!err && !datasync)
+        err = op_err(fsync(ff_fd(f)));
+    return err;
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = op_log(fs, "fsync", in_get(fs->tab, ino), NULL, op_fsync_file(op_file(fi), datasync));
+    fuse_reply_err(req, -err);
+}
+
+/* The last handle's release commits and frees the shared state, under the inode lock so
+ * that a new open waits for the commit instead of opening a second state. */
+static int op_release_inode(struct op_fs *fs, struct in_inode *n, int writable)
+{
+    int err = 0;
+    pthread_mutex_lock(&n->lock);
+    if (n->open_count > 0)
+        n->open_count--;
+    if (writable && n->writers > 0)
+        n->writers--;
+    if (n->open_count == 0 && n->file) {
+        err = ff_release(n->file);
+        n->file = NULL;
+        n->size_valid = 0;             /* coarse ctimes may not tell the commit apart */
+    }
+    pthread_mutex_unlock(&n->lock);
+    in_unpin(fs->tab, n);
+    return err;
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    /* The kernel ignores release errors; the log keeps them. */
+    op_log(fs, "release", n, NULL, op_release_inode(fs, n, op_writable(fi)));
+    fuse_reply_err(req, 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+                         struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    int err = ff_fallocate(op_file(fi), mode, offset, length);
+    if (err != -EOPNOTSUPP)
+        err = op_log(fs, "fallocate", in_get(fs->tab, ino), NULL, err);
+    fuse_reply_err(req, -err);
+}
+
+/* The kernel sends SEEK_DATA and SEEK_HOLE without writing back its dirty pages first, so
+ * the file's state would not know of data written but still cached. Invalidating the
+ * inode's pages makes the kernel write the dirty ones back (to other threads of this
+ * daemon) before it drops them; clean pages are lost too, so this is done only while some
+ * handle can have dirtied pages. */
+static void op_write_back(struct op_fs *fs, struct in_inode *n)
+{
+    pthread_mutex_lock(&n->lock);
+    int writers = n->writers;
+    pthread_mutex_unlock(&n->lock);
+    if (writers && fs->se)
+        fuse_lowlevel_notify_inval_inode(fs->se, in_nodeid(fs->tab, n), 0, 0);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                     struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    op_write_back(fs, n);
+    off_t res = ff_lseek(op_file(fi), off, whence);
+    /* ENXIO is the answer "no data (or hole) past off", not a fault. */
+    if (res < 0 && res != -ENXIO)
+        op_log(fs, "lseek", n, NULL, (int)res);
+    if (res < 0)
+        fuse_reply_err(req, (int)-res);
+    else
+        fuse_reply_lseek(req, res);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Directories */
+
+static int op_opendir_inode(struct op_fs *fs, struct in_inode *n, struct op_dir **out)
+{
+    struct op_dir *d = calloc(1, sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    /* Under ro not even a directory's atime changes in the backing directory. */
+    int fd = in_open(fs->tab, n, O_RDONLY | O_DIRECTORY | (fs->read_only ? O_NOATIME : 0));
+    if (fd == -EPERM && fs->read_only)
+        fd = in_open(fs->tab, n, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        free(d);
+        return fd;
+    }
+    d->dp = fdopendir(fd);
+    if (!d->dp) {
+        int err = -errno;
+        close(fd);
+        free(d);
+        return err;
+    }
+    d->in_root = n == in_root(fs->tab);
+    *out = d;
+    return 0;
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    struct op_dir *d = NULL;
+    int err = op_log(fs, "opendir", n, NULL, op_opendir_inode(fs, n, &d));
+    fi->fh = (uintptr_t)d;
+    /* Listings stay valid until this mount changes the directory, which the kernel sees. */
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_open(req, fi);
+}
+
+/* Fills buf with entries from offset off; an entry that does not fit waits in pending. */
+static int op_fill_dir(fuse_req_t req, struct op_dir *d, char *buf, size_t size, off_t off,
+                       size_t *used)
+{
+    size_t pos = 0;
+    if (off != d->offset) {
+        seekdir(d->dp, off);
+        d->pending = NULL;
+        d->offset = off;
+    }
+    for (;;) {
+        if (!d->pending) {
+            errno = 0;
+            d->pending = readdir(d->dp);
+            if (!d->pending) {
+                if (errno && pos == 0)
+                    return -errno;
+                break;
+            }
+        }
+        struct dirent *de = d->pending;
+        if (!(d->in_root && strcmp(de->d_name, SB_FILE_NAME) == 0)) {
+            struct stat st = {.st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type)};
+            size_t need = fuse_add_direntry(req, buf + pos, size - pos, de->d_name, &st,
+                                            de->d_off);
+            if (need > size - pos)
+                break;
+            pos += need;
+        }
+        d->pending = NULL;
+        d->offset = de->d_off;
+    }
+    *used = pos;
+    return 0;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct op_dir *d = (struct op_dir *)(uintptr_t)fi->fh;
+    char *buf = malloc(size ? size : 1);
+    size_t used = 0;
+    int err = buf ? op_fill_dir(req, d, buf, size, off, &used) : -ENOMEM;
+    err = op_log(fs, "readdir", in_get(fs->tab, ino), NULL, err);
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct op_dir *d = (struct op_dir *)(uintptr_t)fi->fh;
+    closedir(d->dp);
+    free(d);
+    fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    struct op_fs *fs = op_fs(req);
+    struct op_dir *d = (struct op_dir *)(uintptr_t)fi->fh;
+    int fd = dirfd(d->dp);
+    int err = op_err(datasync ? fdatasync(fd) : fsync(fd));
+    fuse_reply_err(req, -op_log(fs, "fsyncdir", in_get(fs->tab, ino), NULL, err));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    struct op_fs *fs = op_fs(req);
+    struct statvfs sv;
+    int err = op_log(fs, "statfs", in_root(fs->tab), NULL, op_err(fstatvfs(fs->root_fd, &sv)));
+    if (err)
+        fuse_reply_err(req, -err);
+    else
+        fuse_reply_statfs(req, &sv);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Extended attributes, through the /proc link of an O_PATH descriptor: it reaches every
+ * kind of object, FIFOs and device nodes included, without opening it. */
+
+size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
+{
+    eng_stats es;
+    ff_stats fst;
+    memset(&es, 0, sizeof(es));
+    memset(&fst, 0, sizeof(fst));
+    if (fs->eng)
+        eng_get_stats(fs->eng, &es);
+    if (fs->env)
+        ff_env_stats(fs->env, &fst);
+    /* There is no card behind the software engine: its counters are truthfully zero. */
+    const struct {
+        const char *key;
+        uint64_t value;
+    } rows[] = {
+        {"bricks_card", 0},          {"bricks_sw", 0},
+        {"blocks_card", 0},          {"blocks_sw", es.blocks_sw},
+        {"fallback_busy", 0},        {"fallback_error", 0},
+        {"fallback_small", 0},       {"card_idle_us", 0},
+        {"bytes_in", es.bytes_in},   {"bytes_out", es.bytes_out},
+        {"commits", fst.commits},    {"blocks_written", fst.blocks_written},
+        {"blocks_copied", fst.blocks_copied}, {"blocks_decoded", fst.blocks_decoded},
+        {"cache_hits", fst.cache_hits}, {"repairs", fst.repairs},
+        {"corrupt_blocks", fst.corrupt_blocks},
+    };
+    int len = snprintf(buf, cap, "backend=%s\n", fs->eng ? eng_backend_name(fs->eng) : "none");
+    size_t pos = len < 0 ? 0 : (size_t)len;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && pos < cap; i++) {
+        len = snprintf(buf + pos, cap - pos, "%s=%020llu\n", rows[i].key,
+                       (unsigned long long)rows[i].value);
+        pos += len < 0 ? 0 : (size_t)len;
+    }
+    return pos < cap ? pos : cap - 1;
+}
+
+static int op_is_reserved(const char *name)
+{
+    return strncmp(name, OP_XATTR_RESERVED, strlen(OP_XATTR_RESERVED)) == 0;
+}
+
+/* Opens n as O_PATH and writes its /proc link into proc; returns the descriptor. */
+static int op_proc_open(struct op_fs *fs, struct in_inode *n, char proc[40])
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd >= 0)
+        snprintf(proc, 40, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+static int op_setxattr_inode(struct op_fs *fs, struct in_inode *n, const char *name,
+                             const char *value, size_t size, int flags)
+{
+    char proc[40];
+    if (op_is_reserved(name))
+        return -EPERM;
+    int fd = op_proc_open(fs, n, proc);
+    if (fd < 0)
+        return fd;
+    int err = op_err(setxattr(proc, name, value, size, flags));
+    close(fd);
+    return err;
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    int err = op_setxattr_inode(fs, n, name, value, size, flags);
+    fuse_reply_err(req, -op_log_xattr(fs, "setxattr", n, name, err));
+}
+
+static int op_removexattr_inode(struct op_fs *fs, struct in_inode *n, const char *name)
+{
+    char proc[40];
+    if (op_is_reserved(name))
+        return -EPERM;
+    int fd = op_proc_open(fs, n, proc);
+    if (fd < 0)
+        return fd;
+    int err = op_err(removexattr(proc, name));
+    close(fd);
+    return err;
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    int err = op_removexattr_inode(fs, n, name);
+    fuse_reply_err(req, -op_log_xattr(fs, "removexattr", n, name, err));
+}
+
+/* Reads an attribute value (or, with list set, the name list) into buf; size 0 asks for
+ * the length only. Returns the length or -errno. */
+static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const char *name,
+                                 char *buf, size_t size)
+{
+    char proc[40];
+    if (name && strcmp(name, OP_XATTR_STATS) == 0) {
+        char text[OP_STATS_MAX];
+        size_t len = op_stats_text(fs, text, sizeof(text));
+        if (size && len > size)
+            return -ERANGE;
+        if (size)
+            memcpy(buf, text, len);
+        return (ssize_t)len;
+    }
+    int fd = op_proc_open(fs, n, proc);
+    if (fd < 0)
+        return fd;
+    ssize_t len = name ? getxattr(proc, name, buf, size) : listxattr(proc, buf, size);
+    if (len < 0)
+        len = -errno;
+    close(fd);
+    return len;
+}
+
+static void op_reply_xattr(fuse_req_t req, ssize_t len, const char *buf, size_t size)
+{
+    if (len < 0)
+        fuse_reply_err(req, (int)-len);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)len);
+    else
+        fuse_reply_buf(req, buf, (size_t)len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    size_t cap = size < OP_XATTR_MAX ? size : OP_XATTR_MAX;
+    char *buf = cap ? malloc(cap) : NULL;
+    ssize_t len = (cap && !buf) ? -ENOMEM : op_getxattr_inode(fs, n, name, buf, cap);
+    if (len < 0)
+        op_log_xattr(fs, "getxattr", n, name, (int)len);
+    op_reply_xattr(req, len, buf, cap);
+    free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    size_t cap = size < OP_XATTR_MAX ? size : OP_XATTR_MAX;
+    char *buf = cap ? malloc(cap) : NULL;
+    ssize_t len = (cap && !buf) ? -ENOMEM : op_getxattr_inode(fs, n, NULL, buf, cap);
+    if (len < 0)
+        op_log(fs, "listxattr", n, NULL, (int)len);
+    op_reply_xattr(req, len, buf, cap);
+    free(buf);
+}
+
+void op_fill(struct fuse_lowlevel_ops *ops)
+{
+    memset(ops, 0, sizeof(*ops));
+    ops->init = op_init;
+    ops->destroy = op_destroy;
+    ops->lookup = op_lookup;
+    ops->forget = op_forget;
+    ops->forget_multi = op_forget_multi;
+    ops->getattr = op_getattr;
+    ops->setattr = op_setattr;
+    ops->readlink = op_readlink;
+    ops->mknod = op_mknod;
+    ops->mkdir = op_mkdir;
+    ops->unlink = op_unlink;
+    ops->rmdir = op_rmdir;
+    ops->symlink = op_symlink;
+    ops->rename = op_rename;
+    ops->link = op_link;
+    ops->open = op_open;
+    ops->read = op_read;
+    ops->write = op_write;
+    ops->flush = op_flush;
+    ops->release = op_release;
+    ops->fsync = op_fsync;
+    ops->opendir = op_opendir;
+    ops->readdir = op_readdir;
+    ops->releasedir = op_releasedir;
+    ops->fsyncdir = op_fsyncdir;
+    ops->statfs = op_statfs;
+    ops->setxattr = op_setxattr;
+    ops->getxattr = op_getxattr;
+    ops->listxattr = op_listxattr;
+    ops->removexattr = op_removexattr;
+    ops->create = op_create;
+    ops->fallocate = op_fallocate;
+    ops->lseek = op_lseek;
+}

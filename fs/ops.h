@@ -1,0 +1,44 @@
+/* op: the FUSE low-level handlers of the daemon.
+ *
+ * Regular file data goes through ff_* (ffile.h); everything else is a passthrough to the
+ * backing directory with *at() calls relative to descriptors obtained on demand from the
+ * inode table. Each handler ends in exactly one fuse_reply_*; helpers return 0 or -errno.
+ *
+ * Lock order: in_inode.lock, then the ff_file's own lock (inside ff_* calls), then the
+ * inode table's lock (a leaf). */
+#ifndef FPGALZ4FS_OPS_H
+#define FPGALZ4FS_OPS_H
+
+#define FUSE_USE_VERSION 314
+
+#include <fuse_lowlevel.h>
+#include <sys/types.h>
+
+#include "eng.h"
+#include "ffile.h"
+#include "inode.h"
+#include "log.h"
+
+/* What the handlers share; the daemon owns every member and passes this as userdata. */
+struct op_fs {
+    const char *backing;               /* absolute path of the backing directory, for logs */
+    int root_fd;                       /* the backing directory, O_RDONLY|O_DIRECTORY */
+    in_table *tab;                     /* inodes the kernel knows */
+    ff_env *env;                       /* shared state of the regular files' format */
+    eng_ctx *eng;                      /* the compression engine, for its counters */
+    lg_log *log;                       /* where every non-trivial error leaves a line */
+    int read_only;                     /* mounted -o ro: backing files are opened read-only */
+    uid_t uid;                         /* the daemon's own ids: objects made for another */
+    gid_t gid;                         /* caller are handed over to it with fchownat */
+    double timeout;                    /* entry and attribute validity in the kernel, s */
+    struct fuse_session *se;           /* for asking the kernel to write back dirty pages */
+};
+
+/* Fills ops with every handler of the daemon. */
+void op_fill(struct fuse_lowlevel_ops *ops);
+
+/* Writes the user.fpgalz4fs.stats text (key=value lines, numbers in 20 digits) into buf;
+ * returns its length (the text is cut at cap). */
+size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap);
+
+#endif

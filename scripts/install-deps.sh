@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what fpgalz4fs needs to build, run and test, from Debian 12 packages.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 liblz4-dev lz4 libxxhash-dev xxhash
+      libcmocka-dev attr python3 util-linux psmisc xz-utils)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}"
+fi
+# fuse3's mount.fuse3 and allow_other for non-root users read this file.
+if [ -f /etc/fuse.conf ] && ! grep -q '^user_allow_other' /etc/fuse.conf; then
+    echo user_allow_other >> /etc/fuse.conf
+fi

@@ -1,0 +1,228 @@
+#!/bin/bash
+# t_crash: kill -9 of the daemon while processes append to and overwrite files with fsync (and
+# close) after each step, recording every acknowledged state in logs outside the mount. After
+# each kill the dead mount is cleared and the store mounted again; then every file must read
+# fully, hold at least its last acknowledged state and nothing but data that was written, and
+# every backing file must decode with the stock lz4.
+. "$(dirname "$0")/lib.sh"
+need_binaries
+
+ROUNDS=${CRASH_ROUNDS:-5}
+BLOCK_SIZE=64K
+ACK="$WS/ack"
+mkdir -p "$ACK"
+
+PY="$WS/crash.py"
+cat >"$PY" <<'PYEOF'
+import hashlib, os, random, sys, time
+
+PAGE = 4096
+
+def page(stream, idx):
+    """Byte content of page idx of an append stream: any prefix of the stream is valid."""
+    if idx % 4 == 3:
+        return hashlib.shake_256(b"%s/%d" % (stream.encode(), idx)).digest(PAGE)
+    line = b"%s page %08d: the quick brown fox jumps over the lazy dog\n" % (stream.encode(), idx)
+    return (line * (PAGE // len(line) + 1))[:PAGE]
+
+def stream_bytes(stream, start, n):
+    out = bytearray()
+    idx = start // PAGE
+    skip = start % PAGE
+    while len(out) < n + skip:
+        out += page(stream, idx)
+        idx += 1
+    return bytes(out[skip:skip + n])
+
+LIMIT = 24 << 20                     # appenders stop growing a file past this
+OVER_SIZE = 4 * 65536 + 1000          # overwritten file: 5 blocks of 64K, the last partial
+
+def over_page(rnd, idx):
+    line = b"round %06d page %04d overwritten content\n" % (rnd, idx)
+    return (line * (PAGE // len(line) + 1))[:PAGE]
+
+def over_content(rnd):
+    n = (OVER_SIZE + PAGE - 1) // PAGE
+    return b"".join(over_page(rnd, i) for i in range(n))[:OVER_SIZE]
+
+def log_line(path, text):
+    with open(path, "a") as f:
+        f.write(text + "\n")
+        f.flush()
+
+def last_ack(path, key):
+    v = None
+    try:
+        for line in open(path):
+            p = line.split()
+            if len(p) == 2 and p[0] == key:
+                v = int(p[1])
+    except FileNotFoundError:
+        pass
+    return v
+
+cmd, a = sys.argv[1], sys.argv[2:]
+
+if cmd == "appender":
+    # appends chunks to MNT/name, fsync (mode fsync) or close (mode close) after each one,
+    # then records "ack LENGTH" in the log
+    path, log, mode, seed = a[0], a[1], a[2], int(a[3])
+    r = random.Random(seed)
+    stream = os.path.basename(path)
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        size = 0
+    fd = -1
+    while True:
+        n = r.choice([1, 17, 500, 4096, 30000, 65536, 70000, 140000])
+        if size >= LIMIT:
+            time.sleep(0.05)     # big enough: keep the suite's disk use and time small
+            continue
+        try:
+            if fd < 0:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            w = os.write(fd, stream_bytes(stream, size, n))
+            size += w
+            if mode == "fsync":
+                os.fsync(fd)
+            else:
+                os.close(fd)
+                fd = -1
+        except OSError:
+            sys.exit(0)      # the daemon is gone
+        log_line(log, "ack %d" % size)
+
+elif cmd == "overwriter":
+    # rewrites the whole file with round r's content, fsync, records "ack r" (and "begin r")
+    path, log = a
+    r = last_ack(log, "begin") or 0
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        sys.exit(0)
+    while True:
+        r += 1
+        log_line(log, "begin %d" % r)
+        try:
+            data = over_content(r)
+            # in a few page-aligned pieces, as applications do
+            for off in range(0, OVER_SIZE, 24 * PAGE):
+                os.pwrite(fd, data[off:off + 24 * PAGE], off)
+            os.fsync(fd)
+        except OSError:
+            sys.exit(0)
+        log_line(log, "ack %d" % r)
+
+elif cmd == "verify":
+    # verify MNT ACKDIR: every file reads fully and holds an acceptable state
+    mnt, ackdir = a
+    bad = 0
+    for name in sorted(os.listdir(ackdir)):
+        if not name.endswith(".log"):
+            continue
+        f = name[:-4]
+        log = os.path.join(ackdir, name)
+        path = os.path.join(mnt, f)
+        acked = last_ack(log, "ack")
+        try:
+            with open(path, "rb") as fh:
+                got = fh.read()
+        except FileNotFoundError:
+            if acked:
+                print("%s: missing, but %s was acknowledged" % (f, acked)); bad += 1
+            continue
+        except OSError as e:
+            print("%s: read failed: %s" % (f, e)); bad += 1
+            continue
+        if f.startswith("over"):
+            begun = last_ack(log, "begin") or 0
+            lo = acked or 0
+            if acked is not None and len(got) != OVER_SIZE:
+                print("%s: size %d, want %d" % (f, len(got), OVER_SIZE)); bad += 1
+                continue
+            if len(got) > OVER_SIZE:
+                print("%s: size %d, more than %d" % (f, len(got), OVER_SIZE)); bad += 1
+                continue
+            for i in range(0, len(got), PAGE):
+                pg = got[i:i + PAGE]
+                try:
+                    rnd = int(pg[6:12])      # each page names its round
+                except ValueError:
+                    rnd = -1
+                if not (max(lo, 1) <= rnd <= begun) or over_page(rnd, i // PAGE)[:len(pg)] != pg:
+                    print("%s: page at %d holds round %d, acknowledged %d, begun %d" %
+                          (f, i, rnd, lo, begun)); bad += 1
+                    break
+            else:
+                print("%s: %d bytes, rounds acknowledged %d, begun %d: ok" % (f, len(got), lo, begun))
+            continue
+        acked = acked or 0
+        if len(got) < acked:
+            print("%s: %d bytes, but %d were acknowledged" % (f, len(got), acked)); bad += 1
+            continue
+        want = stream_bytes(f, 0, len(got))
+        if got != want:
+            d = next(i for i in range(len(got)) if got[i] != want[i])
+            print("%s: wrong byte at %d (size %d, acknowledged %d)%s" %
+                  (f, d, len(got), acked, " INSIDE the acknowledged part" if d < acked else ""))
+            bad += 1
+            continue
+        print("%s: %d bytes, %d acknowledged: ok" % (f, len(got), acked))
+    sys.exit(1 if bad else 0)
+
+else:
+    sys.exit("unknown command " + cmd)
+PYEOF
+py() { python3 "$PY" "$@"; }
+
+WRITERS=()
+start_writers() {
+    local round=$1
+    WRITERS=()
+    py appender "$MNT/app-fsync-1" "$ACK/app-fsync-1.log" fsync $((round * 10 + 1)) & WRITERS+=($!)
+    py appender "$MNT/app-fsync-2" "$ACK/app-fsync-2.log" fsync $((round * 10 + 2)) & WRITERS+=($!)
+    py appender "$MNT/app-close" "$ACK/app-close.log" close $((round * 10 + 3)) & WRITERS+=($!)
+    py overwriter "$MNT/over" "$ACK/over.log" & WRITERS+=($!)
+}
+stop_writers() {
+    local p
+    for p in "${WRITERS[@]}"; do
+        # a writer stuck on a dead connection: the mount is aborted, so it ends by itself
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    WRITERS=()
+}
+
+check "format and mount" mount_store || finish
+RANDOM=4242   # the kill moments are random but repeatable
+for round in $(seq 1 "$ROUNDS"); do
+    start_writers "$round"
+    # let them write for a while: 0.5 to 4 s
+    delay=$(( (RANDOM % 36) + 5 ))
+    sleep "$(printf '%d.%d' $((delay / 10)) $((delay % 10)))"
+    say "round $round: kill -9 of daemon $DAEMON_PID after ${delay}00 ms"
+    check "round $round: kill -9 of the daemon" kill_daemon
+    stop_writers
+    check "round $round: the dead mount is gone" _lib_negate mountpoint -q "$MNT"
+    acks=""
+    for f in "$ACK"/*.log; do acks="$acks $(basename "$f" .log)=$(grep -c ack "$f")"; done
+    say "round $round: acknowledged steps so far:$acks"
+    if ! check "round $round: mount again" mount_store; then
+        break
+    fi
+    check "round $round: every file reads fully and holds at least its acknowledged state" py verify "$MNT" "$ACK"
+    check "round $round: lz4 -d of every backing file equals the mount" lz4_check "$BACKING" "$MNT"
+    check "round $round: the daemon is alive" daemon_alive
+done
+
+check "unmount at the end" umount_store
+check "every backing file decodes with lz4 after a clean unmount" lz4_decodes "$BACKING"
+if check "final mount" mount_store; then
+    check "final: every file holds at least its acknowledged state" py verify "$MNT" "$ACK"
+    check "final unmount" umount_store
+fi
+
+finish
