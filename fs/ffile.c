@@ -411,7 +411,7 @@ static int ff_content_checksum(ff_file *f, uint64_t a, uint64_t b, uint32_t *sum
 /* Writes blocks [a, b) as one frame inside a hidden wrapper at p->pos. */
 static int ff_write_frame(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b)
 {
-    size_t at;
+    size_t at = 0;
     uint32_t sum;
     int rc = ff_content_checksum(f, a, b, &sum);
     if (rc == 0)
