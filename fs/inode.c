@@ -127,7 +127,7 @@ int in_table_new(int root_fd, lg_log *log, in_table **out)
 {
     struct stat st;
     union in_handle_buf hb;
-    unsigned len;
+    unsigned len = 0;
     if (fstat(root_fd, &st) < 0)
         return -errno;
     int err = in_handle_of(root_fd, &hb, &len);
@@ -209,7 +209,7 @@ int in_open(in_table *t, struct in_inode *n, int flags)
 int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out)
 {
     union in_handle_buf hb;
-    unsigned len;
+    unsigned len = 0;
     if (fstat(fd, st) < 0)
         return -errno;
     if (st->st_dev != t->root->key.dev)
