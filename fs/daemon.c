@@ -534,6 +534,9 @@ static int dm_mount(struct fs_daemon *dm)
     if (dm_fuse_args(dm))
         return -1;
     op_fill(&dm->ops);
+    /* The kernel has already applied the caller's umask to every mode it sends; the
+     * daemon's own would take away bits a second time. (The log file is open by now.) */
+    umask(0);
     dm->fs.backing = dm->backing;
     dm->fs.read_only = dm->opt.read_only;
     dm->fs.uid = geteuid();

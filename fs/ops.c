@@ -1138,7 +1138,7 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         const char *key;
         uint64_t value;
     } rows[] = {
-        {"bricks_card", 0},          {"bricks_sw", 0},
+        {"bricks_card", 0},          {"bricks_sw", es.bricks_sw},
         {"blocks_card", 0},          {"blocks_sw", es.blocks_sw},
         {"fallback_busy", 0},        {"fallback_error", 0},
         {"fallback_small", 0},       {"card_idle_us", 0},
