@@ -1,46 +1,78 @@
-#include "eng.h"
-
+/* The engine's front: block jobs in, bricks out to the card or to the software pool.
+ *
+ * One dispatcher thread owns the card. It packs queued jobs (from any caller) into bricks,
+ * fills a free buffer set and starts it, polls the sets in flight without blocking, checks
+ * and collects the finished ones, and hands a brick to the software pool when every buffer
+ * set is in flight, when the card failed, or while it backs off after a failure. With two or
+ * more buffer sets per compute unit, the host fills brick k+1 and collects brick k-1 while
+ * the card compresses brick k (docs/ARCHITECTURE.md has the timeline).
+ *
+ * Lock order: eng_ctx.lock, then the software pool's lock (never the other way round: pool
+ * threads report through eng_finish, which takes eng_ctx.lock with the pool lock released). */
 #include <errno.h>
 #include <lz4.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <time.h>
 
-#define ENG_BRICK_JOBS 8u              /* jobs per brick: what one xilLz4Compress run takes */
-#define ENG_RING_PER_THREAD 8u         /* queued bricks per thread before callers go inline */
-#define ENG_RING_MIN 64u
-#define ENG_MAX_THREADS 1024u
+#include "eng_internal.h"
 
-/* One eng_compress call in progress; lives on the caller's stack. */
-typedef struct {
-    size_t pending;                    /* its bricks queued and not yet finished (under lock) */
-    pthread_cond_t done;               /* signalled when pending reaches 0 */
-} eng_call;
+#define ENG_SENTINEL 0xFFFFFFFFu       /* written into the size array before each run */
+#define ENG_SMALL_JOB 1024u            /* below this a card run costs more than it saves */
+#define ENG_QUEUE_JOBS 1024u           /* jobs waiting for a brick */
+#define ENG_POLL_NS 100000u            /* dispatcher poll period while runs are in flight */
+#define ENG_BACKOFF_MIN_NS 50000000ull
+#define ENG_BACKOFF_MAX_NS 5000000000ull
 
 typedef struct {
-    eng_job *jobs;
-    size_t n_jobs;
-    eng_call *call;
-} eng_brick;
+    eng_brick brick;                   /* the tasks of the run in flight */
+    int in_flight;
+    uint64_t started_ns;
+} eng_slot;
+
+typedef struct {
+    unsigned in_flight;                /* runs started and not yet collected */
+    uint64_t idle_since_ns;            /* when in_flight last dropped to 0 */
+    uint64_t idle_ns;                  /* idle time before idle_since_ns */
+} eng_cu;
+
+typedef struct {
+    _Atomic uint64_t bricks_card, bricks_sw, blocks_card, blocks_sw, fallback_busy,
+        fallback_error, fallback_small, bytes_in, bytes_out;
+} eng_counters;
 
 struct eng_ctx_s {
-    eng_backend backend;
-    pthread_t *threads;
-    unsigned threads_wanted;
-    unsigned n_threads;                /* started so far; eng_close joins exactly these */
+    eng_config cfg;
+    const eng_dev_ops *ops;            /* NULL: software only */
+    eng_dev *dev;
+    eng_sw_pool *sw;
+    unsigned n_cus, n_sets, capacity;
+    uint32_t stride;
 
-    pthread_mutex_t lock;              /* guards the ring, stopping and every eng_call */
-    pthread_cond_t work;               /* workers wait here for bricks */
-    eng_brick *ring;                   /* fixed at open: the compress path never allocates */
-    size_t ring_cap, ring_head, ring_count;
+    pthread_mutex_t lock;              /* guards everything below */
+    pthread_cond_t wake;               /* the dispatcher waits here for jobs */
+    pthread_cond_t room;               /* callers wait here when the queue is full */
+    eng_task *queue;                   /* fixed ring of jobs waiting for a brick */
+    unsigned q_head, q_count;
+    eng_slot *slots;                   /* n_cus * n_sets; only the dispatcher touches them */
+    eng_cu *cus;
+    unsigned slots_in_flight;
+    uint64_t backoff_ns, backoff_until_ns;
     int stopping;
+    pthread_t dispatcher;
+    int dispatcher_started;
 
-    atomic_uint_fast64_t blocks_sw, bricks_sw, bytes_in, bytes_out;
+    eng_counters n;
 };
+
+uint64_t eng_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 uint32_t eng_bound(uint32_t len)
 {
@@ -48,227 +80,407 @@ uint32_t eng_bound(uint32_t len)
     return b > 0 ? (uint32_t)b : 0;
 }
 
-/* A block that does not shrink is reported as len: the caller stores it raw. */
-static void eng_compress_job(eng_job *job)
+const char *eng_backends_available(void) { return "sw emu"; }
+
+const char *eng_backend_name(const eng_ctx *eng) { return eng->ops ? eng->ops->name : "sw"; }
+
+static void eng_account(eng_ctx *eng, const eng_job *j)
 {
-    int out = 0;
-    if (job->len > 0 && job->len <= LZ4_MAX_INPUT_SIZE)
-        out = LZ4_compress_default((const char *)job->src, (char *)job->dst, (int)job->len,
-                                   (int)(job->dst_cap > INT32_MAX ? INT32_MAX : job->dst_cap));
-    job->out_len = (out <= 0 || (uint32_t)out >= job->len) ? job->len : (uint32_t)out;
+    eng->n.bytes_in += j->len;
+    eng->n.bytes_out += j->out_len < j->len ? j->out_len : j->len;
 }
 
-/* Counters are summed per brick so that concurrent bricks touch the shared lines rarely. */
-static void eng_run_brick(eng_ctx *eng, const eng_brick *b)
+/* Tells each task's caller that it is done. Takes the engine lock. */
+static void eng_finish(eng_ctx *eng, const eng_brick *b, int on_card)
 {
-    uint64_t in = 0, out = 0;
-    for (size_t i = 0; i < b->n_jobs; i++) {
-        eng_compress_job(&b->jobs[i]);
-        in += b->jobs[i].len;
-        out += b->jobs[i].out_len < b->jobs[i].len ? b->jobs[i].out_len : b->jobs[i].len;
+    for (uint32_t i = 0; i < b->n; i++)
+        eng_account(eng, b->tasks[i].job);
+    if (on_card) {
+        eng->n.bricks_card++;
+        eng->n.blocks_card += b->n;
+    } else {
+        eng->n.bricks_sw++;
+        eng->n.blocks_sw += b->n;
     }
-    atomic_fetch_add_explicit(&eng->blocks_sw, b->n_jobs, memory_order_relaxed);
-    atomic_fetch_add_explicit(&eng->bricks_sw, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&eng->bytes_in, in, memory_order_relaxed);
-    atomic_fetch_add_explicit(&eng->bytes_out, out, memory_order_relaxed);
+    pthread_mutex_lock(&eng->lock);
+    for (uint32_t i = 0; i < b->n; i++) {
+        eng_call *c = b->tasks[i].call;
+        if (--c->pending == 0)
+            pthread_cond_signal(&c->done);
+    }
+    pthread_mutex_unlock(&eng->lock);
 }
 
-/* Called with the lock held. */
-static eng_brick eng_ring_pop(eng_ctx *eng)
+static void eng_sw_done(void *arg, eng_brick *b) { eng_finish(arg, b, 0); }
+
+/* ---- the card side (dispatcher thread only) ---- */
+
+static eng_slot *eng_slot_at(eng_ctx *eng, unsigned cu, unsigned set)
 {
-    eng_brick b = eng->ring[eng->ring_head];
-    eng->ring_head = (eng->ring_head + 1) % eng->ring_cap;
-    eng->ring_count--;
-    return b;
+    return &eng->slots[cu * eng->n_sets + set];
 }
 
-/* Called with the lock held; 0 when the ring is full. */
-static int eng_ring_push(eng_ctx *eng, const eng_brick *b)
+/* A free buffer set on the compute unit with the fewest runs in flight, or -1. */
+static int eng_free_slot(eng_ctx *eng, unsigned *cu_out, unsigned *set_out)
 {
-    if (eng->ring_count == eng->ring_cap)
+    int found = 0;
+    for (unsigned cu = 0; cu < eng->n_cus; cu++) {
+        if (found && eng->cus[cu].in_flight >= eng->cus[*cu_out].in_flight)
+            continue;
+        for (unsigned set = 0; set < eng->n_sets; set++)
+            if (!eng_slot_at(eng, cu, set)->in_flight) {
+                *cu_out = cu, *set_out = set, found = 1;
+                break;
+            }
+    }
+    return found ? 0 : -1;
+}
+
+static void eng_cu_busy(eng_ctx *eng, unsigned cu, int delta, uint64_t now)
+{
+    eng_cu *c = &eng->cus[cu];
+    if (delta > 0 && c->in_flight++ == 0)
+        c->idle_ns += now - c->idle_since_ns;
+    if (delta < 0 && --c->in_flight == 0)
+        c->idle_since_ns = now;
+}
+
+/* Takes up to a brick's capacity of queued jobs. Called with the lock held. */
+static void eng_take_brick(eng_ctx *eng, eng_brick *b)
+{
+    b->n = 0;
+    while (eng->q_count > 0 && b->n < eng->capacity) {
+        b->tasks[b->n++] = eng->queue[eng->q_head];
+        eng->q_head = (eng->q_head + 1) % ENG_QUEUE_JOBS;
+        eng->q_count--;
+    }
+    pthread_cond_broadcast(&eng->room);
+}
+
+/* Copies the brick into the set's input buffer, plants the sentinel, starts the run. */
+static int eng_fill_and_start(eng_ctx *eng, unsigned cu, unsigned set, const eng_brick *b)
+{
+    eng_bufset *bs = eng->ops->bufset(eng->dev, cu, set);
+    for (uint32_t j = 0; j < b->n; j++) {
+        const eng_job *job = b->tasks[j].job;
+        memcpy(bs->in + (size_t)j * eng->stride, job->src, job->len);
+        bs->in_sizes[j] = job->len;
+        bs->sizes[j] = ENG_SENTINEL;
+    }
+    uint32_t input = (b->n - 1) * eng->stride + bs->in_sizes[b->n - 1];
+    return eng->ops->start(eng->dev, cu, set, b->n, input);
+}
+
+/* The card's output is used only if every size is plausible: 0 or the sentinel for a
+ * non-empty block, or a size past the stride, is a fault; a size from the block's length up
+ * to the stride means the block did not shrink. */
+static int eng_check_and_copy(eng_ctx *eng, eng_bufset *bs, eng_brick *b)
+{
+    for (uint32_t j = 0; j < b->n; j++) {
+        uint32_t s = bs->sizes[j];
+        if (s == 0 || s == ENG_SENTINEL || s > eng->stride)
+            return -EIO;
+    }
+    for (uint32_t j = 0; j < b->n; j++) {
+        eng_job *job = b->tasks[j].job;
+        uint32_t s = bs->sizes[j];
+        job->out_len = s >= job->len ? job->len : s;
+        if (s < job->len)
+            memcpy(job->dst, bs->out + (size_t)j * eng->stride, s);
+    }
+    return 0;
+}
+
+/* A fault, an error or a time-out: the same input goes to software, the card rests. */
+static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
+{
+    eng->backoff_ns = eng->backoff_ns ? 2 * eng->backoff_ns : ENG_BACKOFF_MIN_NS;
+    if (eng->backoff_ns > ENG_BACKOFF_MAX_NS)
+        eng->backoff_ns = ENG_BACKOFF_MAX_NS;
+    eng->backoff_until_ns = now + eng->backoff_ns;
+    eng->n.fallback_error++;
+    eng_sw_add(eng->sw, &s->brick);
+}
+
+/* Polls one set in flight; returns 1 if it is finished (one way or the other). Called with
+ * the lock released. */
+static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now)
+{
+    eng_slot *s = eng_slot_at(eng, cu, set);
+    eng_run_state st = eng->ops->poll(eng->dev, cu, set);
+    if (st == ENG_RUN_RUNNING && now - s->started_ns <= eng->cfg.card_timeout_ms * 1000000ull)
         return 0;
-    eng->ring[(eng->ring_head + eng->ring_count) % eng->ring_cap] = *b;
-    eng->ring_count++;
+    if (st == ENG_RUN_RUNNING)
+        eng->ops->abandon(eng->dev, cu, set);
+    int ok = st == ENG_RUN_DONE && eng->ops->collect(eng->dev, cu, set) == 0 &&
+             eng_check_and_copy(eng, eng->ops->bufset(eng->dev, cu, set), &s->brick) == 0;
+    if (ok) {
+        eng->backoff_ns = 0;
+        eng_finish(eng, &s->brick, 1);
+    } else {
+        eng_fault(eng, s, now);
+    }
     return 1;
 }
 
-/* Pops one brick, runs it without the lock, and tells its caller. Called and returns with the
- * lock held. The signal is sent under the lock, so the caller cannot see pending == 0 and
- * destroy its condition variable before the signal is over. */
-static void eng_work_one(eng_ctx *eng)
+/* Collects every finished run. Called and returns with the lock held. */
+static int eng_reap_all(eng_ctx *eng)
 {
-    eng_brick b = eng_ring_pop(eng);
-    pthread_mutex_unlock(&eng->lock);
-    eng_run_brick(eng, &b);
-    pthread_mutex_lock(&eng->lock);
-    if (--b.call->pending == 0)
-        pthread_cond_signal(&b.call->done);
+    int progress = 0;
+    for (unsigned cu = 0; cu < eng->n_cus; cu++)
+        for (unsigned set = 0; set < eng->n_sets; set++) {
+            eng_slot *s = eng_slot_at(eng, cu, set);
+            if (!s->in_flight)
+                continue;
+            pthread_mutex_unlock(&eng->lock);
+            uint64_t now = eng_now_ns();
+            int done = eng_reap(eng, cu, set, now);
+            pthread_mutex_lock(&eng->lock);
+            if (done) {
+                s->in_flight = 0, eng->slots_in_flight--;
+                eng_cu_busy(eng, cu, -1, now);
+                progress = 1;
+            }
+        }
+    return progress;
 }
 
-static void *eng_worker(void *arg)
+/* Sends one brick somewhere if it can; 0 when both the card and the pool are full. Called
+ * and returns with the lock held. */
+static int eng_dispatch_one(eng_ctx *eng)
+{
+    unsigned cu, set;
+    uint64_t now = eng_now_ns();
+    int resting = now < eng->backoff_until_ns;
+    eng_brick b;
+    if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
+        eng_slot *s = eng_slot_at(eng, cu, set);
+        eng_take_brick(eng, &s->brick);
+        s->in_flight = 1, s->started_ns = now, eng->slots_in_flight++;
+        eng_cu_busy(eng, cu, +1, now);
+        pthread_mutex_unlock(&eng->lock);
+        int rc = eng_fill_and_start(eng, cu, set, &s->brick);
+        if (rc < 0)
+            eng_fault(eng, s, now);
+        pthread_mutex_lock(&eng->lock);
+        if (rc < 0) {
+            s->in_flight = 0, eng->slots_in_flight--;
+            eng_cu_busy(eng, cu, -1, now);
+        }
+        return 1;
+    }
+    eng_take_brick(eng, &b);
+    if (eng_sw_try_add(eng->sw, &b)) {
+        if (resting)
+            eng->n.fallback_error++;
+        else
+            eng->n.fallback_busy++;
+        return 1;
+    }
+    /* Put the jobs back in front: they wait for whichever frees first. */
+    eng->q_head = (eng->q_head + ENG_QUEUE_JOBS - b.n) % ENG_QUEUE_JOBS;
+    eng->q_count += b.n;
+    return 0;
+}
+
+static void eng_wait(eng_ctx *eng, uint64_t ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t t = (uint64_t)ts.tv_nsec + ns;
+    ts.tv_sec += (time_t)(t / 1000000000ull);
+    ts.tv_nsec = (long)(t % 1000000000ull);
+    pthread_cond_timedwait(&eng->wake, &eng->lock, &ts);
+}
+
+static void *eng_dispatcher(void *arg)
 {
     eng_ctx *eng = arg;
     pthread_mutex_lock(&eng->lock);
-    while (!eng->stopping) {
-        if (eng->ring_count > 0)
-            eng_work_one(eng);
-        else
-            pthread_cond_wait(&eng->work, &eng->lock);
+    while (!eng->stopping || eng->q_count > 0 || eng->slots_in_flight > 0) {
+        int progress = eng_reap_all(eng);
+        while (eng->q_count > 0 && eng_dispatch_one(eng))
+            progress = 1;
+        if (progress)
+            continue;
+        if (eng->slots_in_flight > 0 || eng->q_count > 0)
+            eng_wait(eng, ENG_POLL_NS);
+        else if (!eng->stopping)
+            pthread_cond_wait(&eng->wake, &eng->lock);
     }
     pthread_mutex_unlock(&eng->lock);
     return NULL;
 }
 
-static eng_brick eng_brick_at(eng_job *jobs, size_t n_jobs, size_t first, eng_call *call)
+/* ---- callers ---- */
+
+/* Without a card: bricks go to the pool while it has room; the caller compresses the rest
+ * itself rather than sleep. */
+static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_call *call)
 {
-    size_t left = n_jobs - first;
-    eng_brick b = {jobs + first, left < ENG_BRICK_JOBS ? left : ENG_BRICK_JOBS, call};
-    return b;
+    for (size_t first = 0; first < n_jobs; first += eng->capacity) {
+        eng_brick b = {.n = 0};
+        for (size_t i = first; i < n_jobs && b.n < eng->capacity; i++)
+            b.tasks[b.n++] = (eng_task){&jobs[i], call};
+        if (first + b.n < n_jobs && eng_sw_try_add(eng->sw, &b))
+            continue;
+        for (uint32_t i = 0; i < b.n; i++)
+            eng_sw_compress_job(b.tasks[i].job);
+        eng_finish(eng, &b, 0);
+    }
 }
 
-/* Queues every brick but the first, which this thread keeps for itself; a brick that finds
- * the ring full is run right here. Called with the lock held. */
-static void eng_queue_bricks(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_call *call)
+/* With a card: jobs too small for a run are compressed right here; the others queue for
+ * the dispatcher, which may pack them with other callers' jobs. */
+static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_call *call)
 {
-    for (size_t first = ENG_BRICK_JOBS; first < n_jobs; first += ENG_BRICK_JOBS) {
-        eng_brick b = eng_brick_at(jobs, n_jobs, first, call);
-        if (eng_ring_push(eng, &b)) {
-            call->pending++;
-            pthread_cond_signal(&eng->work);
+    for (size_t i = 0; i < n_jobs; i++) {
+        eng_job *j = &jobs[i];
+        if (j->len >= ENG_SMALL_JOB && j->len <= eng->stride)
             continue;
-        }
-        pthread_mutex_unlock(&eng->lock);
-        eng_run_brick(eng, &b);
-        pthread_mutex_lock(&eng->lock);
+        eng_brick b = {.tasks = {{j, call}}, .n = 1};
+        eng_sw_compress_job(j);
+        eng->n.fallback_small++;
+        eng_finish(eng, &b, 0);
     }
+    pthread_mutex_lock(&eng->lock);
+    for (size_t i = 0; i < n_jobs; i++) {
+        if (jobs[i].len < ENG_SMALL_JOB || jobs[i].len > eng->stride)
+            continue;
+        while (eng->q_count == ENG_QUEUE_JOBS)
+            pthread_cond_wait(&eng->room, &eng->lock);
+        eng->queue[(eng->q_head + eng->q_count++) % ENG_QUEUE_JOBS] = (eng_task){&jobs[i], call};
+        pthread_cond_signal(&eng->wake);
+    }
+    pthread_mutex_unlock(&eng->lock);
 }
 
 void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs)
 {
     if (n_jobs == 0)
         return;
-    eng_brick mine = eng_brick_at(jobs, n_jobs, 0, NULL);
-    if (n_jobs <= ENG_BRICK_JOBS) {   /* one brick: nothing to share, no lock, no switch */
-        eng_run_brick(eng, &mine);
-        return;
-    }
-    eng_call call = {.pending = 0};
+    eng_call call = {.pending = n_jobs};
     pthread_cond_init(&call.done, NULL);
+    if (eng->ops)
+        eng_compress_card(eng, jobs, n_jobs, &call);
+    else
+        eng_compress_sw(eng, jobs, n_jobs, &call);
     pthread_mutex_lock(&eng->lock);
-    eng_queue_bricks(eng, jobs, n_jobs, &call);
-    pthread_mutex_unlock(&eng->lock);
-    eng_run_brick(eng, &mine);
-    /* Helping with whatever is queued (ours or another caller's) beats sleeping. */
-    pthread_mutex_lock(&eng->lock);
-    while (call.pending > 0) {
-        if (eng->ring_count > 0)
-            eng_work_one(eng);
-        else
-            pthread_cond_wait(&call.done, &eng->lock);
-    }
+    while (call.pending > 0)
+        pthread_cond_wait(&call.done, &eng->lock);
     pthread_mutex_unlock(&eng->lock);
     pthread_cond_destroy(&call.done);
 }
 
-static unsigned eng_thread_count(unsigned wanted)
+void eng_get_stats(eng_ctx *eng, eng_stats *o)
 {
-    if (wanted == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        wanted = cores > 0 ? (unsigned)cores : 1u;
+    o->bricks_card = eng->n.bricks_card, o->bricks_sw = eng->n.bricks_sw;
+    o->blocks_card = eng->n.blocks_card, o->blocks_sw = eng->n.blocks_sw;
+    o->fallback_busy = eng->n.fallback_busy, o->fallback_error = eng->n.fallback_error;
+    o->fallback_small = eng->n.fallback_small;
+    o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
+    o->card_idle_us = 0;
+    pthread_mutex_lock(&eng->lock);
+    uint64_t now = eng_now_ns();
+    for (unsigned cu = 0; eng->ops && cu < eng->n_cus; cu++) {
+        const eng_cu *c = &eng->cus[cu];
+        o->card_idle_us += (c->idle_ns + (c->in_flight ? 0 : now - c->idle_since_ns)) / 1000;
     }
-    return wanted > ENG_MAX_THREADS ? ENG_MAX_THREADS : wanted;
+    pthread_mutex_unlock(&eng->lock);
 }
 
-/* Workers block every signal so that the daemon's handlers run on its own threads. */
-static int eng_start_threads(eng_ctx *eng, char *err, size_t err_cap)
+/* ---- open and close ---- */
+
+static void eng_defaults(eng_config *c)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = 0;
-    for (; eng->n_threads < eng->threads_wanted; eng->n_threads++) {
-        rc = pthread_create(&eng->threads[eng->n_threads], NULL, eng_worker, eng);
-        if (rc != 0)
-            break;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        snprintf(err, err_cap, "cannot start software compression threads: %s", strerror(rc));
-    return rc == 0 ? 0 : -1;
+    if (!c->bufsets)
+        c->bufsets = 2;
+    if (!c->card_timeout_ms)
+        c->card_timeout_ms = 5000;
+    if (!c->block_size)
+        c->block_size = 1u << 20;
+    if (c->emu_card_mbps <= 0)
+        c->emu_card_mbps = 200;
+    if (c->emu_pcie_mbps <= 0)
+        c->emu_pcie_mbps = 10000;
 }
 
-static eng_ctx *eng_alloc(unsigned threads)
+static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
 {
-    eng_ctx *eng = calloc(1, sizeof(*eng));
-    if (!eng)
-        return NULL;
-    eng->threads_wanted = threads;
-    eng->ring_cap = threads * ENG_RING_PER_THREAD;
-    if (eng->ring_cap < ENG_RING_MIN)
-        eng->ring_cap = ENG_RING_MIN;
-    eng->threads = calloc(threads, sizeof(*eng->threads));
-    eng->ring = calloc(eng->ring_cap, sizeof(*eng->ring));
-    if (!eng->threads || !eng->ring) {
-        free(eng->threads);
-        free(eng->ring);
-        free(eng);
-        return NULL;
+    eng->ops = &eng_emu_ops;
+    eng->dev = eng->ops->open(&eng->cfg, eng->cfg.block_size, err, err_cap);
+    if (!eng->dev)
+        return -1;
+    eng->n_cus = eng->ops->n_cus(eng->dev);
+    eng->n_sets = eng->ops->n_sets(eng->dev);
+    eng->capacity = eng->ops->capacity(eng->dev);
+    if (eng->capacity > ENG_MAX_BRICK)
+        eng->capacity = ENG_MAX_BRICK;
+    eng->queue = calloc(ENG_QUEUE_JOBS, sizeof(*eng->queue));
+    eng->slots = calloc((size_t)eng->n_cus * eng->n_sets, sizeof(*eng->slots));
+    eng->cus = calloc(eng->n_cus, sizeof(*eng->cus));
+    if (!eng->queue || !eng->slots || !eng->cus) {
+        snprintf(err, err_cap, "cannot allocate the card's queues: %s", strerror(ENOMEM));
+        return -1;
     }
-    pthread_mutex_init(&eng->lock, NULL);
-    pthread_cond_init(&eng->work, NULL);
-    return eng;
+    for (unsigned cu = 0; cu < eng->n_cus; cu++)
+        eng->cus[cu].idle_since_ns = eng_now_ns();
+    int rc = pthread_create(&eng->dispatcher, NULL, eng_dispatcher, eng);
+    if (rc != 0) {
+        snprintf(err, err_cap, "cannot start the card dispatcher: %s", strerror(rc));
+        return -1;
+    }
+    eng->dispatcher_started = 1;
+    return 0;
 }
 
 eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap)
 {
-    eng_config defaults = {.backend = ENG_BACKEND_SW, .sw_threads = 0};
-    if (!cfg)
-        cfg = &defaults;
-    if (cfg->backend != ENG_BACKEND_SW) {
-        snprintf(err, err_cap, "unknown compression backend %d", (int)cfg->backend);
-        return NULL;
-    }
-    eng_ctx *eng = eng_alloc(eng_thread_count(cfg->sw_threads));
+    eng_ctx *eng = calloc(1, sizeof(*eng));
     if (!eng) {
         snprintf(err, err_cap, "cannot allocate the engine: %s", strerror(ENOMEM));
         return NULL;
     }
-    eng->backend = cfg->backend;
-    if (eng_start_threads(eng, err, err_cap) != 0) {
+    if (cfg)
+        eng->cfg = *cfg;
+    eng_defaults(&eng->cfg);
+    eng->stride = eng->cfg.block_size;
+    eng->capacity = 8;                 /* the software pool's brick: one xilLz4Compress run */
+    pthread_mutex_init(&eng->lock, NULL);
+    pthread_cond_init(&eng->wake, NULL);
+    pthread_cond_init(&eng->room, NULL);
+    eng->sw = eng_sw_open(eng->cfg.sw_threads, eng_sw_done, eng, err, err_cap);
+    int rc = eng->sw ? 0 : -1;
+    if (rc == 0 && eng->cfg.backend == ENG_BACKEND_EMU)
+        rc = eng_open_card(eng, err, err_cap);
+    else if (rc == 0 && eng->cfg.backend != ENG_BACKEND_SW)
+        rc = (snprintf(err, err_cap, "unknown compression backend %d", (int)eng->cfg.backend), -1);
+    if (rc != 0) {
         eng_close(eng);
         return NULL;
     }
     return eng;
 }
 
-void eng_get_stats(eng_ctx *eng, eng_stats *out)
-{
-    memset(out, 0, sizeof(*out));
-    out->blocks_sw = atomic_load_explicit(&eng->blocks_sw, memory_order_relaxed);
-    out->bricks_sw = atomic_load_explicit(&eng->bricks_sw, memory_order_relaxed);
-    out->bytes_in = atomic_load_explicit(&eng->bytes_in, memory_order_relaxed);
-    out->bytes_out = atomic_load_explicit(&eng->bytes_out, memory_order_relaxed);
-}
-
-const char *eng_backend_name(const eng_ctx *eng)
-{
-    (void)eng;   /* one backend so far */
-    return "sw";
-}
-
 void eng_close(eng_ctx *eng)
 {
     if (!eng)
         return;
-    pthread_mutex_lock(&eng->lock);
-    eng->stopping = 1;
-    pthread_cond_broadcast(&eng->work);
-    pthread_mutex_unlock(&eng->lock);
-    for (unsigned i = 0; i < eng->n_threads; i++)
-        pthread_join(eng->threads[i], NULL);
-    pthread_cond_destroy(&eng->work);
+    if (eng->dispatcher_started) {
+        pthread_mutex_lock(&eng->lock);
+        eng->stopping = 1;
+        pthread_cond_signal(&eng->wake);
+        pthread_mutex_unlock(&eng->lock);
+        pthread_join(eng->dispatcher, NULL);
+    }
+    if (eng->dev)
+        eng->ops->close(eng->dev);
+    eng_sw_close(eng->sw);
+    free(eng->queue);
+    free(eng->slots);
+    free(eng->cus);
+    pthread_cond_destroy(&eng->wake);
+    pthread_cond_destroy(&eng->room);
     pthread_mutex_destroy(&eng->lock);
-    free(eng->threads);
-    free(eng->ring);
     free(eng);
 }

@@ -1,11 +1,14 @@
 /* eng: the compression engine, the one narrow interface through which the filesystem hands
  * whole blocks to a compressor.
  *
- * A block job is at most one block of one file. The caller fills an array of jobs and calls
- * eng_compress, which returns when every job is done; jobs run in parallel on the engine's
- * threads. Each job's output is a raw LZ4 block (no size prefix). When the block does not
- * shrink (out_len >= len) the caller stores the input raw, as the LZ4 frame format allows.
- * Later backends (an accelerator card, its emulation) take over behind this same call. */
+ * A block job is at most one block of one file. Callers (many threads at once) pass arrays
+ * of jobs to eng_compress, which returns when every job is done. Inside, jobs from all
+ * callers are packed into bricks (the unit one card run compresses: 8 blocks for the FPGA
+ * kernel) and sent to an accelerator card through N buffer sets per compute unit, so that
+ * filling and collecting overlap the card's compute; when every buffer set is in flight, a
+ * brick goes to the software pool instead of waiting, and so does anything the card failed
+ * or that is too small to be worth a card run. Each job's output is a raw LZ4 block (no size
+ * prefix); when the block does not shrink (out_len >= len) the caller stores it raw. */
 #ifndef FPGALZ4FS_ENG_H
 #define FPGALZ4FS_ENG_H
 
@@ -15,12 +18,22 @@
 typedef struct eng_ctx_s eng_ctx;
 
 typedef enum {
-    ENG_BACKEND_SW = 0,                /* liblz4 on a pool of host threads */
+    ENG_BACKEND_SW = 0,                /* liblz4 on a pool of host threads, no card */
+    ENG_BACKEND_EMU,                   /* emulated card: a model of the FPGA kernel */
 } eng_backend;
 
 typedef struct {
-    eng_backend backend;               /* which backend compresses */
+    eng_backend backend;               /* which card (or none) */
     unsigned sw_threads;               /* software threads; 0 means one per online core */
+    unsigned cus;                      /* compute units to use; 0 means all (emu: 1) */
+    unsigned bufsets;                  /* buffer sets per compute unit; 0 means 2 */
+    unsigned card_timeout_ms;          /* a run older than this is a fault; 0 means 5000 */
+    uint32_t block_size;               /* the stride of the card's buffers; 0 means 1 MiB */
+    double emu_card_mbps;              /* emulated kernel rate, MB/s; 0 means 200 */
+    double emu_pcie_mbps;              /* emulated PCIe rate each way, MB/s; 0 means 10000 */
+    double emu_error_rate;             /* fraction of emulated runs that fail */
+    double emu_hang_rate;              /* fraction of emulated runs that never complete */
+    uint64_t emu_seed;                 /* fault injection is repeatable for one seed */
 } eng_config;
 
 typedef struct {
@@ -33,8 +46,15 @@ typedef struct {
 } eng_job;
 
 typedef struct {
+    uint64_t bricks_card;              /* card runs whose output was used */
+    uint64_t bricks_sw;                /* bricks compressed in software */
+    uint64_t blocks_card;              /* block jobs compressed by the card */
     uint64_t blocks_sw;                /* block jobs compressed in software */
-    uint64_t bricks_sw;                /* bricks (batches of up to 8 block jobs) compressed in software */
+    uint64_t fallback_busy;            /* bricks sent to software: every buffer set in flight */
+    uint64_t fallback_error;           /* bricks sent to software: card fault, time-out or
+                                          back-off after one */
+    uint64_t fallback_small;           /* block jobs too small for a card run */
+    uint64_t card_idle_us;             /* summed over compute units: time with no run */
     uint64_t bytes_in;                 /* input bytes of all jobs */
     uint64_t bytes_out;                /* output bytes kept (compressed, or raw when larger) */
 } eng_stats;
@@ -51,10 +71,13 @@ void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs);
 /* A snapshot of the counters. */
 void eng_get_stats(eng_ctx *eng, eng_stats *out);
 
-/* Name of the backend in use ("sw"). */
+/* Name of the backend in use: "sw", or "emu" for the emulated card. */
 const char *eng_backend_name(const eng_ctx *eng);
 
-/* Stops the threads and frees everything; accepts NULL. */
+/* Names of the backends this build can open, space separated ("sw emu"). */
+const char *eng_backends_available(void);
+
+/* Waits for runs in flight, stops the threads and frees everything; accepts NULL. */
 void eng_close(eng_ctx *eng);
 
 #endif

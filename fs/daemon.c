@@ -166,7 +166,7 @@ static void dm_usage(FILE *out)
 
 static void dm_version(void)
 {
-    printf("fpgalz4fs %s\nbackends: sw\n", FPGALZ4FS_VERSION);
+    printf("fpgalz4fs %s\nbackends: %s\n", FPGALZ4FS_VERSION, eng_backends_available());
 }
 
 static int dm_opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -274,7 +274,11 @@ static int dm_engine(struct dm_config *c, const char *engine)
     }
     if (strcmp(engine, "sw") == 0)
         return 0;
-    if (strcmp(engine, "emu") == 0 || strcmp(engine, "xrt") == 0 || strcmp(engine, "cuda") == 0)
+    if (strcmp(engine, "emu") == 0) {
+        c->backend = ENG_BACKEND_EMU;
+        return 0;
+    }
+    if (strcmp(engine, "xrt") == 0 || strcmp(engine, "cuda") == 0)
         return dm_bad("engine=%s is not available in this build", engine);
     return dm_bad("engine=%s: expected auto, sw, emu, xrt or cuda", engine);
 }
@@ -495,12 +499,26 @@ static int dm_open_log(struct fs_daemon *dm)
 static int dm_open_engine(struct fs_daemon *dm)
 {
     char err[256] = "";
-    eng_config ec = {.backend = dm->cfg.backend, .sw_threads = (unsigned)dm->cfg.sw_threads};
-    if (dm->cfg.engine_auto)
-        lg_printf(dm->fs.log, LG_INFO, "engine=auto: no accelerator card found, using software");
+    const struct dm_config *c = &dm->cfg;
+    eng_config ec = {.backend = c->backend, .sw_threads = (unsigned)c->sw_threads,
+                     .cus = (unsigned)c->cus, .bufsets = (unsigned)c->bufsets,
+                     .card_timeout_ms = (unsigned)c->card_timeout_ms,
+                     .block_size = dm->sb.block_size,
+                     .emu_card_mbps = (double)c->emu_card_mbps,
+                     .emu_pcie_mbps = (double)c->emu_pcie_mbps,
+                     .emu_error_rate = c->emu_error_rate, .emu_hang_rate = c->emu_hang_rate};
+    if (c->engine_auto)
+        lg_printf(dm->fs.log, LG_INFO, "engine=auto: no accelerator card found (this build "
+                  "drives none; auto never picks the emulated card), using software");
     dm->fs.eng = eng_open(&ec, err, sizeof(err));
     if (!dm->fs.eng)
-        return dm_fail(dm, "engine=sw cannot open: %s", err[0] ? err : "unknown reason");
+        return dm_fail(dm, "engine=%s cannot open: %s", c->backend == ENG_BACKEND_EMU ? "emu" : "sw",
+                       err[0] ? err : "unknown reason");
+    if (c->backend == ENG_BACKEND_EMU)
+        lg_printf(dm->fs.log, LG_INFO, "engine=emu: an EMULATED card (a software model of the "
+                  "xilLz4Compress kernel, not hardware): %u compute unit(s), %u buffer sets, "
+                  "%llu MB/s modelled", c->cus ? (unsigned)c->cus : 1u, (unsigned)c->bufsets,
+                  c->emu_card_mbps);
     ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20};
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);
     if (!dm->fs.env)

@@ -32,7 +32,7 @@ static fixture *fx_new(uint32_t bs)
 {
     static char err[128];
     fixture *fx = calloc(1, sizeof(*fx));
-    eng_config cfg = {ENG_BACKEND_SW, 2};
+    eng_config cfg = {.backend = ENG_BACKEND_SW, .sw_threads = 2};
     sb_super sb;
     assert_int_equal(sb_init(&sb, bs), SB_OK);
     ff_options opt = {0, 64u << 20};

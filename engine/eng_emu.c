@@ -1,0 +1,280 @@
+/* The emulated card: a model of an Alveo card running xilLz4Compress, for tests and for
+ * hosts without a card. Each compute unit is a thread that runs the reference kernel
+ * (kernels/krn_lz4.c) over the buffer sets started on it, in order, and takes as long as the
+ * modelled card would: input at emu_pcie_mbps, compute at emu_card_mbps, output back at
+ * emu_pcie_mbps. Runs fail (emu_error_rate: an error state or implausible sizes) or never
+ * complete (emu_hang_rate) at random, from a seeded generator, so faults are repeatable. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eng_internal.h"
+#include "krn_lz4.h"
+
+#define EMU_MAX_CUS 16u
+#define EMU_MAX_SETS 16u
+
+enum { EMU_OK = 0, EMU_HANG, EMU_ERROR_STATE, EMU_BAD_SIZES };
+
+typedef struct {
+    eng_bufset bs;                     /* host memory: "sync" costs only the modelled time */
+    _Atomic int state;                 /* eng_run_state, read by poll without a lock */
+    uint32_t n_blocks, input_size;     /* arguments of the run started last */
+    uint64_t gen;                      /* bumped by abandon: stale queue entries are skipped */
+    int claimed;                       /* the compute unit thread is working on this set */
+} emu_set;
+
+typedef struct {
+    unsigned set;
+    uint64_t gen;
+} emu_entry;
+
+typedef struct {
+    struct eng_dev_s *dev;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;              /* guards the queue, the sets' gen and claimed */
+    pthread_cond_t cv;                 /* new runs, abandons, stop */
+    emu_entry queue[EMU_MAX_SETS];     /* runs started and not yet taken, in order */
+    unsigned q_head, q_count;
+    emu_set sets[EMU_MAX_SETS];
+} emu_cu;
+
+struct eng_dev_s {
+    unsigned n_cus, n_sets;
+    uint32_t stride;
+    double card_bps, pcie_bps, error_rate, hang_rate;
+    pthread_mutex_t rng_lock;
+    uint64_t rng;                      /* xorshift state for fault injection */
+    int stopping;                      /* read under each compute unit's lock */
+    emu_cu *cus;
+};
+
+static double emu_random(struct eng_dev_s *d)
+{
+    pthread_mutex_lock(&d->rng_lock);
+    d->rng ^= d->rng << 13, d->rng ^= d->rng >> 7, d->rng ^= d->rng << 17;
+    double r = (double)(d->rng >> 11) / (double)(1ull << 53);
+    pthread_mutex_unlock(&d->rng_lock);
+    return r;
+}
+
+static int emu_fault(struct eng_dev_s *d)
+{
+    if (d->hang_rate > 0 && emu_random(d) < d->hang_rate)
+        return EMU_HANG;
+    if (d->error_rate > 0 && emu_random(d) < d->error_rate)
+        return emu_random(d) < 0.5 ? EMU_ERROR_STATE : EMU_BAD_SIZES;
+    return EMU_OK;
+}
+
+/* Waits until deadline_ns (monotonic) unless the run is abandoned or the card stops.
+ * Called with the compute unit's lock held. Returns 0 when the time ran out. */
+static int emu_sleep_until(emu_cu *cu, emu_set *s, uint64_t gen, uint64_t deadline_ns)
+{
+    while (s->gen == gen && !cu->dev->stopping) {
+        uint64_t now = eng_now_ns();
+        if (deadline_ns && now >= deadline_ns)
+            return 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t wait = deadline_ns ? deadline_ns - now : 50000000ull;
+        uint64_t t = (uint64_t)ts.tv_nsec + wait;
+        ts.tv_sec += (time_t)(t / 1000000000ull), ts.tv_nsec = (long)(t % 1000000000ull);
+        pthread_cond_timedwait(&cu->cv, &cu->lock, &ts);
+    }
+    return -1;
+}
+
+/* One run: the kernel over the set, then whatever time the modelled card still needs. */
+static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
+{
+    struct eng_dev_s *d = cu->dev;
+    uint64_t t0 = eng_now_ns();
+    int fault = emu_fault(d);
+    pthread_mutex_unlock(&cu->lock);
+    uint64_t out = 0;
+    if (fault != EMU_HANG && fault != EMU_ERROR_STATE) {
+        krn_lz4_compress(s->bs.in, s->bs.out, s->bs.sizes, s->bs.in_sizes, d->stride / 1024,
+                         s->input_size);
+        for (uint32_t j = 0; j < s->n_blocks; j++)
+            out += s->bs.sizes[j];
+    }
+    if (fault == EMU_BAD_SIZES)        /* what a broken card might leave: caught by the host */
+        s->bs.sizes[s->n_blocks - 1] = (uint32_t[]){0, d->stride + 1,
+                                                    0xFFFFFFFFu}[gen % 3];
+    double secs = s->input_size / d->card_bps + (s->input_size + out) / d->pcie_bps;
+    pthread_mutex_lock(&cu->lock);
+    if (fault == EMU_HANG) {
+        emu_sleep_until(cu, s, gen, 0);
+        return;
+    }
+    if (emu_sleep_until(cu, s, gen, t0 + (uint64_t)(secs * 1e9)) == 0)
+        s->state = fault == EMU_ERROR_STATE ? ENG_RUN_ERROR : ENG_RUN_DONE;
+}
+
+static void *emu_cu_thread(void *arg)
+{
+    emu_cu *cu = arg;
+    pthread_mutex_lock(&cu->lock);
+    while (!cu->dev->stopping) {
+        if (cu->q_count == 0) {
+            pthread_cond_wait(&cu->cv, &cu->lock);
+            continue;
+        }
+        emu_entry e = cu->queue[cu->q_head];
+        cu->q_head = (cu->q_head + 1) % EMU_MAX_SETS, cu->q_count--;
+        emu_set *s = &cu->sets[e.set];
+        if (s->gen != e.gen)
+            continue;                  /* abandoned before it started */
+        s->claimed = 1;
+        emu_run(cu, s, e.gen);
+        s->claimed = 0;
+        pthread_cond_broadcast(&cu->cv);
+    }
+    pthread_mutex_unlock(&cu->lock);
+    return NULL;
+}
+
+static void emu_close(eng_dev *d);
+
+static int emu_alloc_sets(struct eng_dev_s *d, emu_cu *cu)
+{
+    size_t bytes = (size_t)KRN_PARALLEL_BLOCKS * d->stride;
+    for (unsigned i = 0; i < d->n_sets; i++) {
+        eng_bufset *b = &cu->sets[i].bs;
+        b->in = malloc(bytes);
+        b->out = malloc(bytes);
+        b->sizes = calloc(KRN_PARALLEL_BLOCKS, sizeof(uint32_t));
+        b->in_sizes = calloc(KRN_PARALLEL_BLOCKS, sizeof(uint32_t));
+        if (!b->in || !b->out || !b->sizes || !b->in_sizes)
+            return -1;
+    }
+    return 0;
+}
+
+static eng_dev *emu_open(const eng_config *cfg, uint32_t stride, char *err, size_t err_cap)
+{
+    struct eng_dev_s *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    d->n_cus = cfg->cus ? cfg->cus : 1;
+    d->n_sets = cfg->bufsets;
+    d->stride = stride;
+    d->card_bps = cfg->emu_card_mbps * 1e6, d->pcie_bps = cfg->emu_pcie_mbps * 1e6;
+    d->error_rate = cfg->emu_error_rate, d->hang_rate = cfg->emu_hang_rate;
+    d->rng = cfg->emu_seed ? cfg->emu_seed : 0x9E3779B97F4A7C15ull;
+    pthread_mutex_init(&d->rng_lock, NULL);
+    if (d->n_cus > EMU_MAX_CUS || d->n_sets < 1 || d->n_sets > EMU_MAX_SETS) {
+        snprintf(err, err_cap, "emulated card: cus must be 1..%u and bufsets 1..%u",
+                 EMU_MAX_CUS, EMU_MAX_SETS);
+        emu_close(d);
+        return NULL;
+    }
+    d->cus = calloc(d->n_cus, sizeof(*d->cus));
+    for (unsigned i = 0; d->cus && i < d->n_cus; i++) {
+        emu_cu *cu = &d->cus[i];
+        cu->dev = d;
+        pthread_mutex_init(&cu->lock, NULL);
+        pthread_cond_init(&cu->cv, NULL);
+        if (emu_alloc_sets(d, cu) < 0 || pthread_create(&cu->thread, NULL, emu_cu_thread, cu)) {
+            snprintf(err, err_cap, "emulated card: cannot set up compute unit %u", i);
+            emu_close(d);
+            return NULL;
+        }
+        cu->started = 1;
+    }
+    if (!d->cus) {
+        snprintf(err, err_cap, "emulated card: %s", strerror(ENOMEM));
+        emu_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+static unsigned emu_n_cus(const eng_dev *d) { return d->n_cus; }
+static unsigned emu_n_sets(const eng_dev *d) { return d->n_sets; }
+static unsigned emu_capacity(const eng_dev *d) { (void)d; return KRN_PARALLEL_BLOCKS; }
+
+static eng_bufset *emu_bufset(eng_dev *d, unsigned cu, unsigned set)
+{
+    return &d->cus[cu].sets[set].bs;
+}
+
+static int emu_start(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
+                     uint32_t input_size)
+{
+    emu_cu *cu = &d->cus[cu_i];
+    emu_set *s = &cu->sets[set];
+    pthread_mutex_lock(&cu->lock);
+    s->n_blocks = n_blocks, s->input_size = input_size;
+    s->state = ENG_RUN_RUNNING;
+    cu->queue[(cu->q_head + cu->q_count++) % EMU_MAX_SETS] = (emu_entry){set, s->gen};
+    pthread_cond_broadcast(&cu->cv);
+    pthread_mutex_unlock(&cu->lock);
+    return 0;
+}
+
+static eng_run_state emu_poll(eng_dev *d, unsigned cu, unsigned set)
+{
+    return (eng_run_state)d->cus[cu].sets[set].state;
+}
+
+static int emu_collect(eng_dev *d, unsigned cu, unsigned set)
+{
+    (void)d, (void)cu, (void)set;      /* host memory: the modelled transfer time is spent */
+    return 0;
+}
+
+/* Waits until the compute unit has let go of the set, so the host may refill it. */
+static void emu_abandon(eng_dev *d, unsigned cu_i, unsigned set)
+{
+    emu_cu *cu = &d->cus[cu_i];
+    emu_set *s = &cu->sets[set];
+    pthread_mutex_lock(&cu->lock);
+    s->gen++;
+    pthread_cond_broadcast(&cu->cv);
+    while (s->claimed)
+        pthread_cond_wait(&cu->cv, &cu->lock);
+    s->state = ENG_RUN_IDLE;
+    pthread_mutex_unlock(&cu->lock);
+}
+
+static void emu_close(eng_dev *d)
+{
+    for (unsigned i = 0; d->cus && i < d->n_cus; i++) {
+        emu_cu *cu = &d->cus[i];
+        pthread_mutex_lock(&cu->lock);
+        d->stopping = 1;
+        pthread_cond_broadcast(&cu->cv);
+        pthread_mutex_unlock(&cu->lock);
+        if (cu->started)
+            pthread_join(cu->thread, NULL);
+        for (unsigned s = 0; s < EMU_MAX_SETS; s++) {
+            free(cu->sets[s].bs.in), free(cu->sets[s].bs.out);
+            free(cu->sets[s].bs.sizes), free(cu->sets[s].bs.in_sizes);
+        }
+        pthread_cond_destroy(&cu->cv);
+        pthread_mutex_destroy(&cu->lock);
+    }
+    free(d->cus);
+    pthread_mutex_destroy(&d->rng_lock);
+    free(d);
+}
+
+const eng_dev_ops eng_emu_ops = {
+    .name = "emu",
+    .open = emu_open,
+    .n_cus = emu_n_cus,
+    .n_sets = emu_n_sets,
+    .capacity = emu_capacity,
+    .bufset = emu_bufset,
+    .start = emu_start,
+    .poll = emu_poll,
+    .collect = emu_collect,
+    .abandon = emu_abandon,
+    .close = emu_close,
+};

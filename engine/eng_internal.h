@@ -1,0 +1,90 @@
+/* Inside the engine: bricks, the software pool and the device interface that every card
+ * backend (emulated, XRT, CUDA) implements, one file each. */
+#ifndef FPGALZ4FS_ENG_INTERNAL_H
+#define FPGALZ4FS_ENG_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "eng.h"
+
+#define ENG_MAX_BRICK 64u              /* the largest brick capacity any backend may ask */
+
+/* One eng_compress call in progress; lives on the caller's stack. */
+typedef struct {
+    size_t pending;                    /* its jobs not yet finished (engine lock) */
+    pthread_cond_t done;               /* signalled when pending reaches 0 */
+} eng_call;
+
+typedef struct {
+    eng_job *job;                      /* the caller's job */
+    eng_call *call;                    /* whom to tell when it is done */
+} eng_task;
+
+/* Up to a brick's capacity of tasks, from one caller or several. */
+typedef struct {
+    eng_task tasks[ENG_MAX_BRICK];
+    uint32_t n;
+} eng_brick;
+
+/* ---- software pool (eng_sw.c): POOL_add / POOL_tryAdd in zstd's manner ---- */
+
+typedef struct eng_sw_pool_s eng_sw_pool;
+/* done(arg, brick) runs on the pool thread once a brick is compressed. */
+typedef void (*eng_sw_done_fn)(void *arg, eng_brick *b);
+
+eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char *err,
+                         size_t err_cap);
+/* Queues a brick if a thread can take it soon; 0 when the pool is saturated. */
+int eng_sw_try_add(eng_sw_pool *p, const eng_brick *b);
+/* Queues a brick, waiting for room. */
+void eng_sw_add(eng_sw_pool *p, const eng_brick *b);
+unsigned eng_sw_threads(const eng_sw_pool *p);
+void eng_sw_close(eng_sw_pool *p);
+/* Compresses one job with liblz4 (also used inline for jobs too small for anything else). */
+void eng_sw_compress_job(eng_job *job);
+
+/* ---- the device interface ---- */
+
+typedef enum {
+    ENG_RUN_IDLE = 0,                  /* nothing started on this buffer set */
+    ENG_RUN_RUNNING,                   /* started, not complete: the card is busy with it */
+    ENG_RUN_DONE,                      /* complete; outputs may be collected (and checked) */
+    ENG_RUN_ERROR,                     /* the card reported an error */
+} eng_run_state;
+
+/* One buffer set of one compute unit, as the host sees it: the kernel's six arguments. */
+typedef struct {
+    uint8_t *in;                       /* capacity * stride bytes: block j at j * stride */
+    uint8_t *out;                      /* capacity * stride bytes, same layout */
+    uint32_t *sizes;                   /* compressed_size[capacity] */
+    uint32_t *in_sizes;                /* in_block_size[capacity] */
+} eng_bufset;
+
+typedef struct eng_dev_s eng_dev;
+
+typedef struct {
+    const char *name;                  /* "emu", "xrt", "cuda" */
+    /* Opens the device for bricks of blocks of at most stride bytes. */
+    eng_dev *(*open)(const eng_config *cfg, uint32_t stride, char *err, size_t err_cap);
+    unsigned (*n_cus)(const eng_dev *d);
+    unsigned (*n_sets)(const eng_dev *d);           /* buffer sets per compute unit */
+    unsigned (*capacity)(const eng_dev *d);         /* blocks per brick */
+    eng_bufset *(*bufset)(eng_dev *d, unsigned cu, unsigned set);
+    /* Sends the filled input and starts the kernel; 0 or -errno. Never blocks on the card. */
+    int (*start)(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks, uint32_t input_size);
+    /* The run's state, without blocking: the busy test. */
+    eng_run_state (*poll)(eng_dev *d, unsigned cu, unsigned set);
+    /* Brings a complete run's outputs back to host memory; 0 or -errno. */
+    int (*collect)(eng_dev *d, unsigned cu, unsigned set);
+    /* Gives up a run that timed out; the set may be started again afterwards. */
+    void (*abandon)(eng_dev *d, unsigned cu, unsigned set);
+    void (*close)(eng_dev *d);
+} eng_dev_ops;
+
+extern const eng_dev_ops eng_emu_ops;
+
+/* Monotonic clock in nanoseconds. */
+uint64_t eng_now_ns(void);
+
+#endif

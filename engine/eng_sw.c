@@ -1,0 +1,154 @@
+/* The software pool: host threads compressing bricks with liblz4. */
+#include <errno.h>
+#include <lz4.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "eng_internal.h"
+
+#define ENG_SW_MAX_THREADS 1024u
+#define ENG_SW_RING_PER_THREAD 4u      /* room for callers that must wait (eng_sw_add) */
+
+struct eng_sw_pool_s {
+    pthread_mutex_t lock;              /* guards the ring and stopping */
+    pthread_cond_t work;               /* workers wait for bricks */
+    pthread_cond_t room;               /* eng_sw_add waits for space */
+    eng_brick *ring;                   /* fixed at open: no allocation per brick */
+    unsigned cap, head, count;
+    unsigned busy;                     /* bricks being compressed right now */
+    int stopping;
+    eng_sw_done_fn done;
+    void *done_arg;
+    pthread_t *threads;
+    unsigned n_threads;
+};
+
+void eng_sw_compress_job(eng_job *job)
+{
+    int out = 0;
+    if (job->len > 0 && job->len <= LZ4_MAX_INPUT_SIZE)
+        out = LZ4_compress_default((const char *)job->src, (char *)job->dst, (int)job->len,
+                                   (int)(job->dst_cap > INT32_MAX ? INT32_MAX : job->dst_cap));
+    job->out_len = (out <= 0 || (uint32_t)out >= job->len) ? job->len : (uint32_t)out;
+}
+
+static void *eng_sw_worker(void *arg)
+{
+    eng_sw_pool *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (p->count == 0 && !p->stopping)
+            pthread_cond_wait(&p->work, &p->lock);
+        if (p->count == 0)
+            break;
+        eng_brick b = p->ring[p->head];
+        p->head = (p->head + 1) % p->cap;
+        p->count--, p->busy++;
+        pthread_cond_signal(&p->room);
+        pthread_mutex_unlock(&p->lock);
+        for (uint32_t i = 0; i < b.n; i++)
+            eng_sw_compress_job(b.tasks[i].job);
+        p->done(p->done_arg, &b);
+        pthread_mutex_lock(&p->lock);
+        p->busy--;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void eng_sw_push(eng_sw_pool *p, const eng_brick *b)
+{
+    p->ring[(p->head + p->count) % p->cap] = *b;
+    p->count++;
+    pthread_cond_signal(&p->work);
+}
+
+int eng_sw_try_add(eng_sw_pool *p, const eng_brick *b)
+{
+    pthread_mutex_lock(&p->lock);
+    int ok = p->count + p->busy < p->n_threads;
+    if (ok)
+        eng_sw_push(p, b);
+    pthread_mutex_unlock(&p->lock);
+    return ok;
+}
+
+void eng_sw_add(eng_sw_pool *p, const eng_brick *b)
+{
+    pthread_mutex_lock(&p->lock);
+    while (p->count == p->cap)
+        pthread_cond_wait(&p->room, &p->lock);
+    eng_sw_push(p, b);
+    pthread_mutex_unlock(&p->lock);
+}
+
+unsigned eng_sw_threads(const eng_sw_pool *p) { return p->n_threads; }
+
+/* Workers block every signal so that the daemon's handlers run on its own threads. */
+static int eng_sw_start(eng_sw_pool *p, unsigned wanted)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = 0;
+    for (; p->n_threads < wanted && rc == 0; p->n_threads += rc == 0)
+        rc = pthread_create(&p->threads[p->n_threads], NULL, eng_sw_worker, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char *err,
+                         size_t err_cap)
+{
+    if (threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (unsigned)cores : 1u;
+    }
+    if (threads > ENG_SW_MAX_THREADS)
+        threads = ENG_SW_MAX_THREADS;
+    eng_sw_pool *p = calloc(1, sizeof(*p));
+    if (p) {
+        p->cap = threads * ENG_SW_RING_PER_THREAD;
+        p->ring = calloc(p->cap, sizeof(*p->ring));
+        p->threads = calloc(threads, sizeof(*p->threads));
+    }
+    if (!p || !p->ring || !p->threads) {
+        snprintf(err, err_cap, "cannot allocate the software pool: %s", strerror(ENOMEM));
+        eng_sw_close(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->room, NULL);
+    p->done = done, p->done_arg = arg;
+    int rc = eng_sw_start(p, threads);
+    if (rc != 0) {
+        snprintf(err, err_cap, "cannot start software compression threads: %s", strerror(rc));
+        eng_sw_close(p);
+        return NULL;
+    }
+    return p;
+}
+
+void eng_sw_close(eng_sw_pool *p)
+{
+    if (!p)
+        return;
+    if (p->threads) {
+        pthread_mutex_lock(&p->lock);
+        p->stopping = 1;
+        pthread_cond_broadcast(&p->work);
+        pthread_mutex_unlock(&p->lock);
+        for (unsigned i = 0; i < p->n_threads; i++)
+            pthread_join(p->threads[i], NULL);
+        pthread_cond_destroy(&p->work);
+        pthread_cond_destroy(&p->room);
+        pthread_mutex_destroy(&p->lock);
+    }
+    free(p->threads);
+    free(p->ring);
+    free(p);
+}
