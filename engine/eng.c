@@ -104,7 +104,7 @@ static void eng_finish(eng_ctx *eng, const eng_brick *b, int on_card)
     }
     pthread_mutex_lock(&eng->lock);
     for (uint32_t i = 0; i < b->n; i++) {
-        eng_call *c = b->tasks[i].call;
+        eng_ticket *c = b->tasks[i].call;
         if (--c->pending == 0)
             pthread_cond_signal(&c->done);
     }
@@ -283,7 +283,7 @@ static int eng_dispatch_one(eng_ctx *eng)
     return 0;
 }
 
-static void eng_wait(eng_ctx *eng, uint64_t ns)
+static void eng_nap(eng_ctx *eng, uint64_t ns)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -304,7 +304,7 @@ static void *eng_dispatcher(void *arg)
         if (progress)
             continue;
         if (eng->slots_in_flight > 0 || eng->q_count > 0)
-            eng_wait(eng, ENG_POLL_NS);
+            eng_nap(eng, ENG_POLL_NS);
         else if (!eng->stopping)
             pthread_cond_wait(&eng->wake, &eng->lock);
     }
@@ -314,15 +314,15 @@ static void *eng_dispatcher(void *arg)
 
 /* ---- callers ---- */
 
-/* Without a card: bricks go to the pool while it has room; the caller compresses the rest
- * itself rather than sleep. */
-static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_call *call)
+/* Without a card: bricks go to the pool while it has room; when every thread is busy the
+ * caller compresses the brick itself rather than queue behind them. */
+static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *call)
 {
     for (size_t first = 0; first < n_jobs; first += eng->capacity) {
         eng_brick b = {.n = 0};
         for (size_t i = first; i < n_jobs && b.n < eng->capacity; i++)
             b.tasks[b.n++] = (eng_task){&jobs[i], call};
-        if (first + b.n < n_jobs && eng_sw_try_add(eng->sw, &b))
+        if (eng_sw_try_add(eng->sw, &b))
             continue;
         for (uint32_t i = 0; i < b.n; i++)
             eng_sw_compress_job(b.tasks[i].job);
@@ -332,7 +332,7 @@ static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_call
 
 /* With a card: jobs too small for a run are compressed right here; the others queue for
  * the dispatcher, which may pack them with other callers' jobs. */
-static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_call *call)
+static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *call)
 {
     for (size_t i = 0; i < n_jobs; i++) {
         eng_job *j = &jobs[i];
@@ -355,21 +355,32 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ca
     pthread_mutex_unlock(&eng->lock);
 }
 
-void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs)
+void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
 {
+    t->pending = n_jobs;
+    pthread_cond_init(&t->done, NULL);
     if (n_jobs == 0)
         return;
-    eng_call call = {.pending = n_jobs};
-    pthread_cond_init(&call.done, NULL);
     if (eng->ops)
-        eng_compress_card(eng, jobs, n_jobs, &call);
+        eng_compress_card(eng, jobs, n_jobs, t);
     else
-        eng_compress_sw(eng, jobs, n_jobs, &call);
+        eng_compress_sw(eng, jobs, n_jobs, t);
+}
+
+void eng_wait(eng_ctx *eng, eng_ticket *t)
+{
     pthread_mutex_lock(&eng->lock);
-    while (call.pending > 0)
-        pthread_cond_wait(&call.done, &eng->lock);
+    while (t->pending > 0)
+        pthread_cond_wait(&t->done, &eng->lock);
     pthread_mutex_unlock(&eng->lock);
-    pthread_cond_destroy(&call.done);
+    pthread_cond_destroy(&t->done);
+}
+
+void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs)
+{
+    eng_ticket t;
+    eng_submit(eng, jobs, n_jobs, &t);
+    eng_wait(eng, &t);
 }
 
 void eng_get_stats(eng_ctx *eng, eng_stats *o)

@@ -12,6 +12,7 @@
 #ifndef FPGALZ4FS_ENG_H
 #define FPGALZ4FS_ENG_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,12 @@ typedef struct {
     uint64_t bytes_out;                /* output bytes kept (compressed, or raw when larger) */
 } eng_stats;
 
+/* The caller's handle on jobs submitted with eng_submit; lives as long as they do. */
+typedef struct {
+    size_t pending;                    /* jobs not finished yet (under the engine's lock) */
+    pthread_cond_t done;               /* signalled when pending reaches 0 */
+} eng_ticket;
+
 /* Output capacity a job of len bytes needs. */
 uint32_t eng_bound(uint32_t len);
 
@@ -67,6 +74,13 @@ eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap);
 
 /* Compresses every job; returns when all are done. Safe to call from many threads at once. */
 void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs);
+
+/* The same in two halves, so that a writer can fill its next blocks while these compress:
+ * eng_submit returns once the jobs are queued (it may compress some itself when every
+ * thread is busy); eng_wait returns when all of them are done. The jobs, their buffers and
+ * the ticket must stay untouched until eng_wait returns. */
+void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t);
+void eng_wait(eng_ctx *eng, eng_ticket *t);
 
 /* A snapshot of the counters. */
 void eng_get_stats(eng_ctx *eng, eng_stats *out);

@@ -10,15 +10,9 @@
 
 #define ENG_MAX_BRICK 64u              /* the largest brick capacity any backend may ask */
 
-/* One eng_compress call in progress; lives on the caller's stack. */
-typedef struct {
-    size_t pending;                    /* its jobs not yet finished (engine lock) */
-    pthread_cond_t done;               /* signalled when pending reaches 0 */
-} eng_call;
-
 typedef struct {
     eng_job *job;                      /* the caller's job */
-    eng_call *call;                    /* whom to tell when it is done */
+    eng_ticket *call;                  /* whom to tell when it is done */
 } eng_task;
 
 /* Up to a brick's capacity of tasks, from one caller or several. */

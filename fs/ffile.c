@@ -26,6 +26,12 @@
 
 enum { FF_CLEAN = 0, FF_DIRTY, FF_ZERO };
 
+typedef struct ff_plan_s ff_commit_plan;
+
+struct ff_file_s;
+static int ff_batch_finish(struct ff_file_s *f);
+static int ff_batch_holds(const struct ff_file_s *f, uint64_t i);
+
 /* Why a commit runs: close/flush/fsync, a streaming writer's brick, or the memory budget. */
 enum { FF_COMMIT_FULL = 0, FF_COMMIT_STREAM, FF_COMMIT_MEMORY };
 
@@ -74,6 +80,9 @@ struct ff_file_s {
     uint64_t table_start, table_end;   /* where the newest seek table lies */
     uint64_t *pending;                 /* hidden wrappers written since the newest table */
     uint32_t n_pending, pending_cap;
+    ff_commit_plan *batch;             /* a streaming commit still in the engine, or NULL */
+    uint8_t *zero_comp;                /* a whole zero block, compressed once */
+    uint32_t zero_comp_len;
     uint32_t n_dirty;                  /* blocks in FF_DIRTY */
     struct timespec mtime;             /* logical modification time */
 };
@@ -274,8 +283,9 @@ static int ff_shrink(ff_file *f, uint64_t size)
 
 static int ff_resize(ff_file *f, uint64_t size)
 {
-    if (size == f->size)
-        return 0;
+    int rc = size == f->size ? 0 : ff_batch_finish(f);
+    if (rc < 0 || size == f->size)
+        return rc;
     return size > f->size ? ff_grow(f, size) : ff_shrink(f, size);
 }
 
@@ -305,15 +315,28 @@ static uint64_t ff_frame_end(const ff_file *f, uint64_t i)
 }
 
 /* What one commit writes and retires. */
-typedef struct {
+struct ff_plan_s {
     uint64_t s, end;                   /* blocks [s, end) are written anew */
     uint64_t size;                     /* logical size the seek table records */
     fmt_trailer t;                     /* the new seek table with its intents */
     uint64_t pos;                      /* where the next bytes go */
     uint8_t *stage;                    /* one frame, wrapped, before it is written */
-    uint8_t *comp;                     /* FF_FRAME_MAX_BLOCKS compressed outputs */
-    uint32_t comp_stride;
-} ff_commit_plan;
+    uint32_t comp_stride;              /* eng_bound(block size) */
+    eng_job *jobs;                     /* one per changed block, compressed by the engine */
+    uint8_t *comp;                     /* the jobs' outputs, comp_stride apart */
+    uint32_t *job_at;                  /* block i - s -> its job, or UINT32_MAX */
+    uint32_t n_jobs;
+    eng_ticket ticket;                 /* the jobs in the engine */
+};
+
+static void ff_plan_free(ff_commit_plan *p)
+{
+    free(p->stage);
+    free(p->jobs);
+    free(p->comp);
+    free(p->job_at);
+    fmt_trailer_free(&p->t);
+}
 
 static int ff_plan_retire(ff_file *f, ff_commit_plan *p)
 {
@@ -339,40 +362,80 @@ static int ff_plan_retire(ff_file *f, ff_commit_plan *p)
     return 0;
 }
 
-/* Compresses the changed blocks of [a, b) into p->comp; clean ones are read as stored. */
+/* A whole block of zeros is encoded once per file and reused: holes cost no compression. */
+static int ff_zero_template(ff_file *f)
+{
+    if (f->zero_comp)
+        return 0;
+    uint8_t *out = malloc(eng_bound(f->bs));
+    if (!out)
+        return -ENOMEM;
+    eng_job j = {f->env->zeros, f->bs, out, eng_bound(f->bs), 0};
+    eng_compress(f->env->eng, &j, 1);
+    f->zero_comp = out;
+    f->zero_comp_len = j.out_len;
+    return 0;
+}
+
+static int ff_is_zero_template(const ff_file *f, uint64_t i)
+{
+    return f->blk[i].state == FF_ZERO && ff_blen(f, i) == f->bs;
+}
+
+/* Hands every changed block of the plan to the engine; returns without waiting. */
+static int ff_submit(ff_file *f, ff_commit_plan *p)
+{
+    uint64_t n_blocks = p->end - p->s;
+    p->job_at = malloc((n_blocks ? n_blocks : 1) * sizeof(*p->job_at));
+    p->jobs = malloc((n_blocks ? n_blocks : 1) * sizeof(*p->jobs));
+    if (!p->job_at || !p->jobs)
+        return -ENOMEM;
+    for (uint64_t i = p->s; i < p->end; i++) {
+        const ff_blk *k = &f->blk[i];
+        int job = k->state == FF_DIRTY || (k->state == FF_ZERO && !ff_is_zero_template(f, i));
+        p->job_at[i - p->s] = job ? p->n_jobs++ : UINT32_MAX;
+    }
+    p->comp = malloc((size_t)(p->n_jobs ? p->n_jobs : 1) * p->comp_stride);
+    if (!p->comp)
+        return -ENOMEM;
+    for (uint64_t i = p->s; i < p->end; i++) {
+        uint32_t j = p->job_at[i - p->s];
+        if (j != UINT32_MAX)
+            p->jobs[j] = (eng_job){f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
+                                   (uint32_t)ff_blen(f, i), p->comp + (size_t)j * p->comp_stride,
+                                   p->comp_stride, 0};
+    }
+    eng_submit(f->env->eng, p->jobs, p->n_jobs, &p->ticket);
+    return 0;
+}
+
+/* Lays out blocks [a, b) in p->stage after the wrapper and frame header: stored bytes for
+ * clean blocks (copied, never recompressed), the engine's output for changed ones. */
 static int ff_encode_blocks(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b, size_t *used)
 {
-    eng_job jobs[FF_FRAME_MAX_BLOCKS];
-    size_t n = 0, at = FMT_FRAME_HEADER_LEN + 8;
-    for (uint64_t i = a; i < b; i++) {
-        ff_blk *k = &f->blk[i];
-        if (k->state == FF_CLEAN)
-            continue;
-        const uint8_t *src = k->state == FF_DIRTY ? k->buf : f->env->zeros;
-        jobs[n++] = (eng_job){src, (uint32_t)ff_blen(f, i), p->comp + (i - a) * p->comp_stride,
-                              p->comp_stride, 0};
-    }
-    eng_compress(f->env->eng, jobs, n);
-    n = 0;
+    size_t at = 8 + FMT_FRAME_HEADER_LEN;
     for (uint64_t i = a; i < b; i++) {
         ff_blk *k = &f->blk[i];
         fmt_entry *e = &p->t.entries[i];
+        uint32_t j = p->job_at[i - p->s];
         if (k->state == FF_CLEAN) {
             int rc = fmt_pread_all(f->fd, p->stage + at, fmt_block_len(k->word),
                                    k->off & FMT_OFFSET_MASK);
             if (rc < 0)
                 return rc;
             e->off = (k->off & FMT_ENTRY_ZERO) | (p->pos + at);
-            e->word = k->word;
             f->env->n.blocks_copied++;
+        } else if (j == UINT32_MAX) {
+            fmt_block_encode(p->stage + at, f->env->zeros, f->bs, f->zero_comp, f->zero_comp_len);
+            e->off = (p->pos + at) | FMT_ENTRY_ZERO;
         } else {
-            eng_job *j = &jobs[n++];
-            int zero = k->state == FF_ZERO || ff_is_zero(j->src, j->len);
-            fmt_block_encode(p->stage + at, j->src, j->len, j->dst, j->out_len);
+            const eng_job *jb = &p->jobs[j];
+            int zero = k->state == FF_ZERO || ff_is_zero(jb->src, jb->len);
+            fmt_block_encode(p->stage + at, jb->src, jb->len, jb->dst, jb->out_len);
             e->off = (p->pos + at) | (zero ? FMT_ENTRY_ZERO : 0);
-            e->word = fmt_get32(p->stage + at);
             f->env->n.blocks_written++;
         }
+        e->word = k->state == FF_CLEAN ? k->word : fmt_get32(p->stage + at);
         at += fmt_block_len(e->word);
     }
     *used = at;
@@ -471,10 +534,10 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     p->comp_stride = eng_bound(f->bs);
     p->stage = malloc(8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
                       (size_t)FF_FRAME_MAX_BLOCKS * (f->bs + FMT_BLOCK_OVERHEAD));
-    p->comp = malloc((size_t)FF_FRAME_MAX_BLOCKS * p->comp_stride);
-    if (!p->stage || !p->comp)
+    if (!p->stage)
         return -ENOMEM;
-    return ff_plan_retire(f, p);
+    int rc = ff_plan_retire(f, p);
+    return rc == 0 ? ff_zero_template(f) : rc;
 }
 
 static int ff_write_trailer(ff_file *f, ff_commit_plan *p)
@@ -538,16 +601,10 @@ static int ff_keep_pending(ff_file *f, const ff_commit_plan *p)
 /* Order on disk: frames (hidden) -> [sync if anything is retired] -> seek table ->
  * [sync if anything is retired or the caller wants durability] -> header flips. The first
  * sync keeps a durable table from naming frames that never reached the disk; the second
- * keeps old frames from being retired before the table that replaces them is durable.
- * A streaming commit under memory pressure that retires nothing stops after the frames:
- * the next full commit's table reveals them, so a long write leaves one table, not one
- * ever larger table per brick. */
-/* Returns 1 for a commit that wrote no table (its frames stay hidden), 0, or -errno. */
-static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable, int pressure)
+ * keeps old frames from being retired before the table that replaces them is durable. */
+static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable)
 {
     int retiring = p->t.n_retire > 0, rc = ff_write_frames(f, p);
-    if (rc == 0 && pressure && !retiring && !durable)
-        return ff_keep_pending(f, p) < 0 ? -ENOMEM : 1;
     uint64_t old_start = f->table_start, old_end = f->table_end, table = p->pos;
     if (rc == 0 && retiring)
         rc = ff_sync(f);
@@ -564,24 +621,83 @@ static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable, int press
     return rc;
 }
 
+static void ff_commit_failed(ff_file *f, int rc)
+{
+    /* Everything before phys_end is intact: cut what this commit added. */
+    lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
+    if (ftruncate(f->fd, (off_t)f->phys_end) < 0)
+        lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", f->name,
+                  strerror(errno));
+}
+
+/* Ends the streaming batch in the engine, if any: its frames are written hidden and no seek
+ * table; the next full commit's table reveals them (one table per file, not one per brick). */
+static int ff_batch_finish(ff_file *f)
+{
+    ff_commit_plan *p = f->batch;
+    if (!p)
+        return 0;
+    f->batch = NULL;
+    eng_wait(f->env->eng, &p->ticket);
+    int rc = ff_write_frames(f, p);
+    if (rc == 0)
+        rc = ff_keep_pending(f, p);
+    if (rc == 0)
+        ff_adopt(f, p);
+    else
+        ff_commit_failed(f, rc);
+    ff_restore_mtime(f);
+    ff_plan_free(p);
+    free(p);
+    return rc;
+}
+
+static int ff_batch_holds(const ff_file *f, uint64_t i)
+{
+    return f->batch && i >= f->batch->s && i < f->batch->end;
+}
+
+/* A streaming writer's brick goes to the engine and the writer goes on filling the next
+ * one while it compresses: the file-level half of the ping-pong. */
+static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
+{
+    ff_commit_plan *batch = malloc(sizeof(*batch));
+    if (!batch)
+        return -ENOMEM;
+    *batch = *p;
+    int rc = ff_submit(f, batch);
+    if (rc < 0) {
+        ff_plan_free(batch);
+        free(batch);
+        return rc;
+    }
+    f->batch = batch;
+    return 0;
+}
+
 static int ff_commit(ff_file *f, int durable, int pressure)
 {
+    int rc = ff_batch_finish(f);
+    if (rc < 0)
+        return rc;
     if (f->rewrite_min == UINT64_MAX && f->n_pending == 0)
         return durable ? ff_sync(f) : 0;
     if (f->env->opt.read_only)
         return -EROFS;
     ff_commit_plan p = {0};
-    int rc = ff_plan(f, &p, pressure);
-    if (rc == 0 && pressure == FF_COMMIT_STREAM && (p.end <= p.s || p.end < f->n_stored))
-        rc = 2;                        /* nothing whole to stream yet */
-    if (rc == 0)
-        rc = ff_commit_write(f, &p, durable, pressure);
-    if (rc == 2) {
-        rc = 0;
-    } else if (rc == 1) {
-        ff_adopt(f, &p);
-        rc = 0;
-    } else if (rc == 0) {
+    rc = ff_plan(f, &p, pressure);
+    int stream = pressure && p.t.n_retire == 0 && !durable;
+    if (rc == 0 && pressure == FF_COMMIT_STREAM && (p.end <= p.s || p.end < f->n_stored)) {
+        ff_plan_free(&p);              /* nothing whole to stream yet */
+        return 0;
+    }
+    if (rc == 0 && stream)
+        return ff_commit_stream(f, &p);
+    if (rc == 0 && (rc = ff_submit(f, &p)) == 0) {
+        eng_wait(f->env->eng, &p.ticket);
+        rc = ff_commit_write(f, &p, durable);
+    }
+    if (rc == 0) {
         /* Committed: from here a failure to flip headers is finished by the next open. */
         ff_adopt(f, &p);
         f->env->n.commits++;
@@ -590,18 +706,11 @@ static int ff_commit(ff_file *f, int durable, int pressure)
             lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", f->name,
                       strerror(-flipped));
         rc = flipped < 0 ? flipped : 0;
-    } else {
-        /* Everything before phys_end is intact: cut what this commit added. */
-        lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
-        if (ftruncate(f->fd, (off_t)f->phys_end) < 0)
-            lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", f->name,
-                      strerror(errno));
+    } else if (p.stage) {
+        ff_commit_failed(f, rc);
     }
-    if (pressure != FF_COMMIT_STREAM || p.end > p.s)
-        ff_restore_mtime(f);
-    free(p.stage);
-    free(p.comp);
-    fmt_trailer_free(&p.t);
+    ff_restore_mtime(f);
+    ff_plan_free(&p);
     return rc;
 }
 
@@ -730,6 +839,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
 
 static void ff_free(ff_file *f)
 {
+    ff_batch_finish(f);                /* the engine must let go of our buffers */
     for (uint64_t i = 0; i < f->n_blocks; i++)
         ff_drop_buf(f, &f->blk[i]);
     bc_forget_file(f->env->cache, f->id);
@@ -737,6 +847,7 @@ static void ff_free(ff_file *f)
     pthread_mutex_destroy(&f->lock);
     free(f->blk);
     free(f->pending);
+    free(f->zero_comp);
     free(f);
 }
 
@@ -860,6 +971,8 @@ static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off
         uint64_t n = ff_blen(f, i) - boff;
         if (n > len - done)
             n = len - done;
+        if (ff_batch_holds(f, i) && (rc = ff_batch_finish(f)) < 0)
+            break;
         rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
         if (rc == 0) {
             ff_blk *b = &f->blk[i];
@@ -922,6 +1035,9 @@ int ff_flush(ff_file *f, int durable)
 /* Zeroes [off, end) of an own file: whole blocks become holes, the edges are rewritten. */
 static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
 {
+    int rc = ff_batch_finish(f);
+    if (rc < 0)
+        return rc;
     if (end > f->size)
         end = f->size;
     while (off < end) {
@@ -933,8 +1049,7 @@ static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
             f->blk[i].state = FF_ZERO;
             ff_changed(f, i);
         } else {
-            int rc = ff_make_dirty(f, i, 1);
-            if (rc < 0)
+            if ((rc = ff_make_dirty(f, i, 1)) < 0)
                 return rc;
             memset(f->blk[i].buf + boff, 0, n);
         }
