@@ -269,6 +269,8 @@ static int eng_dispatch_one(eng_ctx *eng)
         }
         return 1;
     }
+    if (eng->cfg.card_only && !resting)
+        return 0;
     eng_take_brick(eng, &b);
     if (eng_sw_try_add(eng->sw, &b)) {
         if (resting)

@@ -35,6 +35,8 @@ typedef struct {
     double emu_error_rate;             /* fraction of emulated runs that fail */
     double emu_hang_rate;              /* fraction of emulated runs that never complete */
     uint64_t emu_seed;                 /* fault injection is repeatable for one seed */
+    int card_only;                     /* bricks wait for the card instead of falling back
+                                          when it is busy (to measure the card alone) */
 } eng_config;
 
 typedef struct {

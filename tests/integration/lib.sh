@@ -28,6 +28,7 @@ FAIL_COUNT=0
 FAILED_NAMES=()
 LIB_FINISHED=0
 DAEMON_PIDS=()          # every daemon pid this test started
+BG_PIDS=()              # background helpers started with spawn
 MOUNTED=()              # every mountpoint this test mounted
 LAST_MOUNT_OPTS=""
 LAST_MOUNT_OUT=""       # stdout+stderr of the last mount attempt
@@ -50,7 +51,8 @@ _lib_our_daemons() {
     local p exe want
     want=$(readlink -f "$DAEMON" 2>/dev/null)
     for p in "${DAEMON_PIDS[@]}"; do
-        [ -d "/proc/$p" ] && echo "$p"
+        # a recorded pid counts only while it still runs the daemon binary (pids are reused)
+        [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$want" ] && echo "$p"
     done
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
@@ -65,16 +67,14 @@ _lib_our_mounts() {
     awk -v ws="$WS/" '$2 ~ "^"ws { print $2 }' /proc/self/mounts 2>/dev/null | sed 's/\\040/ /g'
 }
 
-# Aborts the FUSE connections of our mounts (unblocks anything stuck on a hung daemon).
+# Aborts the FUSE connections of our mounts (unblocks anything stuck on a hung daemon). Reads
+# only /proc (a stat of a hung mount would block): the connection directory is named by the
+# mount's device number, which mountinfo gives as 0:MINOR for FUSE.
 _lib_abort_connections() {
-    local m dev minor
-    for m in $(_lib_our_mounts); do
-        dev=$(stat -c '%d' "$m" 2>/dev/null) || dev=""
-        # mountinfo gives major:minor; the connection directory is named by the device number
-        minor=$(awk -v mp="$m" '$5 == mp { split($3, d, ":"); print d[2] }' /proc/self/mountinfo)
-        for c in $minor $dev; do
-            [ -w "/sys/fs/fuse/connections/$c/abort" ] && echo 1 >"/sys/fs/fuse/connections/$c/abort" 2>/dev/null
-        done
+    local c
+    for c in $(awk -v ws="$WS/" '$5 ~ "^"ws { for (i = 7; i <= NF; i++) if ($i == "-") break;
+                                               if ($(i + 1) ~ /^fuse/) { split($3, d, ":"); print d[2] } }' /proc/self/mountinfo); do
+        [ -w "/sys/fs/fuse/connections/$c/abort" ] && echo 1 >"/sys/fs/fuse/connections/$c/abort" 2>/dev/null
     done
 }
 
@@ -82,6 +82,9 @@ _lib_cleanup() {
     local m p i
     [ -n "${WATCHDOG_PID:-}" ] && kill "$WATCHDOG_PID" 2>/dev/null
     cd / || true
+    for p in "${BG_PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+    done
     for m in "${MOUNTED[@]}" $(_lib_our_mounts); do
         if mountpoint -q "$m" 2>/dev/null; then
             fusermount3 -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || true
@@ -148,10 +151,14 @@ _lib_watchdog() {
     sp=$!
     trap 'kill $sp 2>/dev/null; exit 0' TERM
     wait $sp
-    echo "WATCHDOG: $T_NAME ran past ${TEST_TIMEOUT}s; aborting its mounts" >&2
+    echo "WATCHDOG: $T_NAME ran past ${TEST_TIMEOUT}s; aborting its mounts and killing its daemons" >&2
     _lib_abort_connections
+    # a killed daemon ends its connection, so nothing stays blocked on it
+    for p in $(_lib_our_daemons); do kill -KILL "$p" 2>/dev/null; done
     kill -TERM "$parent" 2>/dev/null
-    sleep 20
+    sleep 20 </dev/null >/dev/null 2>&1 &
+    sp=$!
+    wait $sp
     _lib_abort_connections
     for p in $(_lib_our_daemons); do kill -KILL "$p" 2>/dev/null; done
 }
@@ -194,8 +201,9 @@ check_show() {
     rc=$?
     sed 's/^/    | /' "$out"
     rm -f "$out"
-    check "$name" return $rc
+    check "$name" _lib_status $rc
 }
+_lib_status() { return "$1"; }
 
 # check_fails NAME CMD...: passes when CMD exits non-zero.
 check_fails() {
@@ -261,6 +269,17 @@ finish() {
     _lib_summary
     if [ "$FAIL_COUNT" -gt 0 ]; then exit 1; fi
     exit 0
+}
+
+# spawn CMD...: runs an external command in the background, its output in a file of the
+# workspace (never on the test's stdout, so that a leftover cannot hold the test's pipe);
+# sets SPAWNED_PID. Whatever is still running at the end is killed.
+SPAWN_SEQ=0
+spawn() {
+    SPAWN_SEQ=$((SPAWN_SEQ + 1))
+    "$@" </dev/null >"$WS/logs/bg-$SPAWN_SEQ.out" 2>&1 &
+    SPAWNED_PID=$!
+    BG_PIDS+=("$SPAWNED_PID")
 }
 
 # ------------------------------------------------------------------------------- binaries

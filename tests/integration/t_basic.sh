@@ -86,7 +86,7 @@ for bs in 64K 1M; do
     check "[$bs] cat through a symlink" cmp "$MNT/tree/links/rel-link" "$SRC/files/text-65536"
     check "[$bs] lz4 -d of every backing file equals the mount" lz4_check "$BACKING/tree" "$MNT/tree"
     for f in text-8388609 binary-8388609 mixed-3M zeros-8388609 text-1048577; do
-        check "[$bs] stored size of $f near lz4 -1" stored_near_lz4 "$BACKING/tree" "files/$f" $bs
+        check "[$bs] $f: space used and apparent size of the backing file near lz4 -1 (no retired frames after a sequential copy)" stored_near_lz4 "$BACKING/tree" "files/$f" $bs
     done
     check "[$bs] backing keeps symlinks as symlinks" test -L "$BACKING/tree/links/dangling"
     check "[$bs] backing keeps empty dirs" test -d "$BACKING/tree/nested/a/b/c/empty"

@@ -34,7 +34,7 @@ def stream_bytes(stream, start, n):
         idx += 1
     return bytes(out[skip:skip + n])
 
-LIMIT = 24 << 20                     # appenders stop growing a file past this
+LIMIT = 64 << 20                     # appenders stop growing a file past this
 OVER_SIZE = 4 * 65536 + 1000          # overwritten file: 5 blocks of 64K, the last partial
 
 def over_page(rnd, idx):
@@ -75,10 +75,10 @@ if cmd == "appender":
         size = 0
     fd = -1
     while True:
-        n = r.choice([1, 17, 500, 4096, 30000, 65536, 70000, 140000])
+        n = r.choice([1, 17, 500, 4096, 8192, 30000, 65536, 70000, 140000])
         if size >= LIMIT:
-            time.sleep(0.05)     # big enough: keep the suite's disk use and time small
-            continue
+            sys.exit(0)          # big enough: keep the suite's disk use and time small
+        time.sleep(0.004)        # and a moderate rate
         try:
             if fd < 0:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -180,17 +180,20 @@ WRITERS=()
 start_writers() {
     local round=$1
     WRITERS=()
-    py appender "$MNT/app-fsync-1" "$ACK/app-fsync-1.log" fsync $((round * 10 + 1)) & WRITERS+=($!)
-    py appender "$MNT/app-fsync-2" "$ACK/app-fsync-2.log" fsync $((round * 10 + 2)) & WRITERS+=($!)
-    py appender "$MNT/app-close" "$ACK/app-close.log" close $((round * 10 + 3)) & WRITERS+=($!)
-    py overwriter "$MNT/over" "$ACK/over.log" & WRITERS+=($!)
+    spawn python3 "$PY" appender "$MNT/app-fsync-1" "$ACK/app-fsync-1.log" fsync $((round * 10 + 1)); WRITERS+=("$SPAWNED_PID")
+    spawn python3 "$PY" appender "$MNT/app-fsync-2" "$ACK/app-fsync-2.log" fsync $((round * 10 + 2)); WRITERS+=("$SPAWNED_PID")
+    spawn python3 "$PY" appender "$MNT/app-close" "$ACK/app-close.log" close $((round * 10 + 3)); WRITERS+=("$SPAWNED_PID")
+    spawn python3 "$PY" overwriter "$MNT/over" "$ACK/over.log"; WRITERS+=("$SPAWNED_PID")
 }
 stop_writers() {
-    local p
+    local p i
     for p in "${WRITERS[@]}"; do
-        # a writer stuck on a dead connection: the mount is aborted, so it ends by itself
-        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null
+        # writers end by themselves once the daemon is gone (their calls fail)
+        for ((i = 0; i < 100; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$p" 2>/dev/null; then
+            say "writer $p still running 10 s after the kill; killing it"
+            kill -KILL "$p" 2>/dev/null
+        fi
         wait "$p" 2>/dev/null
     done
     WRITERS=()

@@ -5,11 +5,14 @@
 #
 # Short form (CI): 3 seeds x 3000 operations. Long form:
 #   OPCHECK_OPS=100000 OPCHECK_SEEDS="1 2 3 4 5" bash tests/integration/t_opcheck.sh
+OPS=${OPCHECK_OPS:-3000}
+SEEDS=${OPCHECK_SEEDS:-"1 2 3"}
+# the long form needs more than the default watchdog time (about 1 ms per operation here)
+n_seeds=$(echo $SEEDS | wc -w)
+export TEST_TIMEOUT=${TEST_TIMEOUT:-$(( 840 > OPS * n_seeds / 250 + 600 ? 840 : OPS * n_seeds / 250 + 600 ))}
 . "$(dirname "$0")/lib.sh"
 need_binaries "$OPCHECK"
 
-OPS=${OPCHECK_OPS:-3000}
-SEEDS=${OPCHECK_SEEDS:-"1 2 3"}
 FILES=${OPCHECK_FILES:-8}
 BLOCK_SIZE=64K
 BLOCK_BYTES=65536

@@ -468,6 +468,30 @@ fifo() {
 check "mkfifo/mknod p" fifo
 check "rename over an existing file" bash -c "printf A >'$M/ra' && printf B >'$M/rb' && mv '$M/ra' '$M/rb' && test \"\$(cat '$M/rb')\" = A && test ! -e '$M/ra'"
 check "rename of a directory" bash -c "mkdir -p '$M/rd/sub' && printf q >'$M/rd/sub/f' && mv '$M/rd' '$M/rd2' && test \"\$(cat '$M/rd2/sub/f')\" = q"
+locks() {
+    : >"$M/lockf" || return 1
+    flock "$M/lockf" sleep 3 &
+    local holder=$!
+    sleep 0.5
+    if flock -n "$M/lockf" true; then echo "flock: a second exclusive lock was granted"; wait $holder; return 1; fi
+    python3 -c "
+import fcntl, os, sys
+fd = os.open('$M/lockf', os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+pid = os.fork()
+if pid == 0:
+    fd2 = os.open('$M/lockf', os.O_RDWR)
+    try:
+        fcntl.lockf(fd2, fcntl.LOCK_EX | fcntl.LOCK_NB, 10, 0)
+        os._exit(1)          # granted: wrong
+    except OSError:
+        os._exit(0)
+_, st = os.waitpid(pid, 0)
+sys.exit('fcntl: a conflicting lock was granted' if st else 0)
+" || { wait $holder; return 1; }
+    wait $holder
+}
+check "flock and fcntl locks between processes" locks
 check "statfs (df)" df "$M"
 check "st_blocks of a compressible file below its size" bash -c "head -c 4000000 /dev/zero >'$M/zeroblocks' && test \$(( \$(stat -c %b '$M/zeroblocks') * 512 )) -lt 4000000"
 check "O_TRUNC of an existing file" bash -c ": >'$M/mapped.copy' && cp '$M/mapped' '$M/mapped.copy' && : >'$M/mapped.copy' && test \$(stat -c %s '$M/mapped.copy') = 0"
