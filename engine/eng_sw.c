@@ -111,6 +111,9 @@ eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char 
         threads = ENG_SW_MAX_THREADS;
     eng_sw_pool *p = calloc(1, sizeof(*p));
     if (p) {
+        pthread_mutex_init(&p->lock, NULL);
+        pthread_cond_init(&p->work, NULL);
+        pthread_cond_init(&p->room, NULL);
         p->cap = threads * ENG_SW_RING_PER_THREAD;
         p->ring = calloc(p->cap, sizeof(*p->ring));
         p->threads = calloc(threads, sizeof(*p->threads));
@@ -120,9 +123,6 @@ eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char 
         eng_sw_close(p);
         return NULL;
     }
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->work, NULL);
-    pthread_cond_init(&p->room, NULL);
     p->done = done, p->done_arg = arg;
     int rc = eng_sw_start(p, threads);
     if (rc != 0) {
@@ -137,17 +137,15 @@ void eng_sw_close(eng_sw_pool *p)
 {
     if (!p)
         return;
-    if (p->threads) {
-        pthread_mutex_lock(&p->lock);
-        p->stopping = 1;
-        pthread_cond_broadcast(&p->work);
-        pthread_mutex_unlock(&p->lock);
-        for (unsigned i = 0; i < p->n_threads; i++)
-            pthread_join(p->threads[i], NULL);
-        pthread_cond_destroy(&p->work);
-        pthread_cond_destroy(&p->room);
-        pthread_mutex_destroy(&p->lock);
-    }
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (unsigned i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->room);
+    pthread_mutex_destroy(&p->lock);
     free(p->threads);
     free(p->ring);
     free(p);
