@@ -249,7 +249,7 @@ static int eng_reap_all(eng_ctx *eng)
  * and returns with the lock held. */
 static int eng_dispatch_one(eng_ctx *eng)
 {
-    unsigned cu, set;
+    unsigned cu = 0, set = 0;
     uint64_t now = eng_now_ns();
     int resting = now < eng->backoff_until_ns;
     eng_brick b;
@@ -316,19 +316,15 @@ static void *eng_dispatcher(void *arg)
 
 /* ---- callers ---- */
 
-/* Without a card: bricks go to the pool while it has room; when every thread is busy the
- * caller compresses the brick itself rather than queue behind them. */
+/* Without a card: bricks go to the pool (sw_threads is the real number of compressing
+ * threads; a caller waits for room rather than compress on its own thread). */
 static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *call)
 {
     for (size_t first = 0; first < n_jobs; first += eng->capacity) {
         eng_brick b = {.n = 0};
         for (size_t i = first; i < n_jobs && b.n < eng->capacity; i++)
             b.tasks[b.n++] = (eng_task){&jobs[i], call};
-        if (eng_sw_try_add(eng->sw, &b))
-            continue;
-        for (uint32_t i = 0; i < b.n; i++)
-            eng_sw_compress_job(b.tasks[i].job);
-        eng_finish(eng, &b, 0);
+        eng_sw_add(eng->sw, &b);
     }
 }
 
@@ -420,6 +416,12 @@ static void eng_defaults(eng_config *c)
 
 static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
 {
+    /* The kernel takes its stride in KiB (block_size_in_kb). */
+    if (eng->stride % 1024 || eng->stride < 1024 || eng->stride > (64u << 20)) {
+        snprintf(err, err_cap, "block size %u: a card needs a whole number of KiB up to 64 MiB",
+                 eng->stride);
+        return -1;
+    }
     eng->ops = &eng_emu_ops;
     eng->dev = eng->ops->open(&eng->cfg, eng->cfg.block_size, err, err_cap);
     if (!eng->dev)

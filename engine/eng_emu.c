@@ -1,8 +1,12 @@
 /* The emulated card: a model of an Alveo card running xilLz4Compress, for tests and for
  * hosts without a card. Each compute unit is a thread that runs the reference kernel
- * (kernels/krn_lz4.c) over the buffer sets started on it, in order, and takes as long as the
- * modelled card would: input at emu_pcie_mbps, compute at emu_card_mbps, output back at
- * emu_pcie_mbps. Runs fail (emu_error_rate: an error state or implausible sizes) or never
+ * (kernels/krn_lz4.c) over the buffer sets started on it, in order, and completes each run
+ * when the modelled card would: a run's input crosses PCIe at emu_pcie_mbps, the kernel
+ * takes it at emu_card_mbps, the output crosses back at emu_pcie_mbps, and each of these
+ * three engines (DMA in, kernel, DMA out) works on one run at a time, so transfers of one
+ * buffer set overlap the kernel of another exactly as far as the host keeps sets in flight.
+ * The model keeps its own clock (stage timelines), so late wake-ups of the thread do not
+ * add up. Runs fail (emu_error_rate: an error state or implausible sizes) or never
  * complete (emu_hang_rate) at random, from a seeded generator, so faults are repeatable. */
 #include <errno.h>
 #include <stdatomic.h>
@@ -23,6 +27,7 @@ typedef struct {
     eng_bufset bs;                     /* host memory: "sync" costs only the modelled time */
     _Atomic int state;                 /* eng_run_state, read by poll without a lock */
     uint32_t n_blocks, input_size;     /* arguments of the run started last */
+    uint64_t start_ns;                 /* when the host started it */
     uint64_t gen;                      /* bumped by abandon: stale queue entries are skipped */
     int claimed;                       /* the compute unit thread is working on this set */
 } emu_set;
@@ -41,6 +46,7 @@ typedef struct {
     emu_entry queue[EMU_MAX_SETS];     /* runs started and not yet taken, in order */
     unsigned q_head, q_count;
     emu_set sets[EMU_MAX_SETS];
+    uint64_t dma_in_free, kernel_free, dma_out_free;   /* model clock: when each is free */
 } emu_cu;
 
 struct eng_dev_s {
@@ -89,6 +95,24 @@ static int emu_sleep_until(emu_cu *cu, emu_set *s, uint64_t gen, uint64_t deadli
     return -1;
 }
 
+static uint64_t emu_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* When the modelled card finishes a run picked up at pickup_ns: each stage starts once the
+ * stage before it is done and its own engine is free. A stage never starts more than a
+ * few milliseconds in the past, so a host that fell behind does not buy a burst. */
+static uint64_t emu_finish_time(emu_cu *cu, const emu_set *s, uint64_t out, uint64_t pickup_ns)
+{
+    const struct eng_dev_s *d = cu->dev;
+    uint64_t floor = pickup_ns > 5000000u ? pickup_ns - 5000000u : 0;
+    uint64_t in_end = emu_max(emu_max(s->start_ns, cu->dma_in_free), floor) +
+                      (uint64_t)(s->input_size / d->pcie_bps * 1e9);
+    uint64_t k_end = emu_max(in_end, cu->kernel_free) +
+                     (uint64_t)(s->input_size / d->card_bps * 1e9);
+    uint64_t out_end = emu_max(k_end, cu->dma_out_free) + (uint64_t)(out / d->pcie_bps * 1e9);
+    cu->dma_in_free = in_end, cu->kernel_free = k_end, cu->dma_out_free = out_end;
+    return out_end;
+}
+
 /* One run: the kernel over the set, then whatever time the modelled card still needs. */
 static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
 {
@@ -106,13 +130,12 @@ static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
     if (fault == EMU_BAD_SIZES)        /* what a broken card might leave: caught by the host */
         s->bs.sizes[s->n_blocks - 1] = (uint32_t[]){0, d->stride + 1,
                                                     0xFFFFFFFFu}[gen % 3];
-    double secs = s->input_size / d->card_bps + (s->input_size + out) / d->pcie_bps;
     pthread_mutex_lock(&cu->lock);
     if (fault == EMU_HANG) {
         emu_sleep_until(cu, s, gen, 0);
         return;
     }
-    if (emu_sleep_until(cu, s, gen, t0 + (uint64_t)(secs * 1e9)) == 0)
+    if (emu_sleep_until(cu, s, gen, emu_finish_time(cu, s, out, t0)) == 0)
         s->state = fault == EMU_ERROR_STATE ? ENG_RUN_ERROR : ENG_RUN_DONE;
 }
 
@@ -211,6 +234,7 @@ static int emu_start(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
     emu_set *s = &cu->sets[set];
     pthread_mutex_lock(&cu->lock);
     s->n_blocks = n_blocks, s->input_size = input_size;
+    s->start_ns = eng_now_ns();
     s->state = ENG_RUN_RUNNING;
     cu->queue[(cu->q_head + cu->q_count++) % EMU_MAX_SETS] = (emu_entry){set, s->gen};
     pthread_cond_broadcast(&cu->cv);
