@@ -22,6 +22,8 @@
 
 #define FF_FRAME_MAX_BLOCKS 16u        /* bounds a frame (and a retired skippable) */
 #define FF_STREAM_BLOCKS 8u            /* an appending writer commits every brick of blocks */
+#define FF_MAX_BATCHES 4u              /* a writer's bricks in the engine at once: enough to
+                                          keep every buffer set busy and spill to software */
 #define FF_MAX_BLOCK (4u << 20)
 
 enum { FF_CLEAN = 0, FF_DIRTY, FF_ZERO };
@@ -80,7 +82,9 @@ struct ff_file_s {
     uint64_t table_start, table_end;   /* where the newest seek table lies */
     uint64_t *pending;                 /* hidden wrappers written since the newest table */
     uint32_t n_pending, pending_cap;
-    ff_commit_plan *batch;             /* a streaming commit still in the engine, or NULL */
+    ff_commit_plan *batches[FF_MAX_BATCHES];   /* streaming commits in the engine, oldest
+                                                  first; they cover consecutive blocks */
+    unsigned n_batches;
     uint8_t *zero_comp;                /* a whole zero block, compressed once */
     uint32_t zero_comp_len;
     uint32_t n_dirty;                  /* blocks in FF_DIRTY */
@@ -514,15 +518,24 @@ static int ff_write_frames(ff_file *f, ff_commit_plan *p)
     return 0;
 }
 
+static int ff_plan_zero_template(ff_file *f, const ff_commit_plan *p)
+{
+    for (uint64_t i = p->s; i < p->end; i++)
+        if (ff_is_zero_template(f, i))
+            return ff_zero_template(f);
+    return 0;
+}
+
 static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
 {
     uint64_t r = f->rewrite_min;
-    p->s = r < f->n_stored ? ff_frame_first(f, r) : f->n_stored;
+    uint64_t base = f->n_batches ? f->batches[f->n_batches - 1]->end : f->n_stored;
+    p->s = r < f->n_stored ? ff_frame_first(f, r) : base;
     p->end = f->n_blocks;
     /* Under pressure a writer keeps its partial last block in memory, and a streaming
      * writer every block from the first one not yet filled (the kernel's writeback need not
      * send blocks whole or in order): writing them now would retire them at the next. */
-    if (pressure && f->size % f->bs && p->end - 1 >= f->n_stored && p->end - 1 > p->s)
+    if (pressure && f->size % f->bs && p->end - 1 >= base && p->end - 1 > p->s)
         p->end--;
     for (uint64_t i = p->s; pressure == FF_COMMIT_STREAM && i < p->end; i++) {
         const ff_blk *b = &f->blk[i];
@@ -537,7 +550,7 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     if (!p->stage)
         return -ENOMEM;
     int rc = ff_plan_retire(f, p);
-    return rc == 0 ? ff_zero_template(f) : rc;
+    return rc == 0 ? ff_plan_zero_template(f, p) : rc;
 }
 
 static int ff_write_trailer(ff_file *f, ff_commit_plan *p)
@@ -583,18 +596,18 @@ static int ff_sync(ff_file *f)
     return fdatasync(f->fd) < 0 ? -errno : 0;
 }
 
-/* Remembers the hidden wrappers of a commit that wrote no seek table (they are all in
- * p->t.reveal, the older pending ones first). */
+/* Remembers the hidden wrappers of a streaming commit, which wrote no seek table. */
 static int ff_keep_pending(ff_file *f, const ff_commit_plan *p)
 {
-    if (p->t.n_reveal > f->pending_cap) {
-        uint64_t *v = realloc(f->pending, p->t.n_reveal * 2 * sizeof(*v));
+    uint32_t need = f->n_pending + p->t.n_reveal;
+    if (need > f->pending_cap) {
+        uint64_t *v = realloc(f->pending, need * 2 * sizeof(*v));
         if (!v)
             return -ENOMEM;
-        f->pending = v, f->pending_cap = p->t.n_reveal * 2;
+        f->pending = v, f->pending_cap = need * 2;
     }
-    memcpy(f->pending, p->t.reveal, p->t.n_reveal * sizeof(*f->pending));
-    f->n_pending = p->t.n_reveal;
+    memcpy(f->pending + f->n_pending, p->t.reveal, p->t.n_reveal * sizeof(*f->pending));
+    f->n_pending = need;
     return 0;
 }
 
@@ -630,64 +643,98 @@ static void ff_commit_failed(ff_file *f, int rc)
                   strerror(errno));
 }
 
-/* Ends the streaming batch in the engine, if any: its frames are written hidden and no seek
- * table; the next full commit's table reveals them (one table per file, not one per brick). */
-static int ff_batch_finish(ff_file *f)
+static void ff_batch_drop(ff_commit_plan *p)
 {
-    ff_commit_plan *p = f->batch;
-    if (!p)
-        return 0;
-    f->batch = NULL;
+    ff_plan_free(p);
+    free(p);
+}
+
+static ff_commit_plan *ff_batch_pop(ff_file *f)
+{
+    ff_commit_plan *p = f->batches[0];
+    memmove(f->batches, f->batches + 1, --f->n_batches * sizeof(*f->batches));
+    return p;
+}
+
+/* Ends the oldest streaming batch: its frames are written hidden, after whatever is in the
+ * file now, and no seek table; the next full commit's table reveals them (one table per
+ * file, not one per brick). A failed batch takes the later ones with it: their blocks stay
+ * dirty for the next commit to write. */
+static int ff_batch_finish_one(ff_file *f)
+{
+    ff_commit_plan *p = ff_batch_pop(f);
     eng_wait(f->env->eng, &p->ticket);
+    p->pos = f->phys_end;
     int rc = ff_write_frames(f, p);
     if (rc == 0)
         rc = ff_keep_pending(f, p);
     if (rc == 0)
         ff_adopt(f, p);
-    else
-        ff_commit_failed(f, rc);
     ff_restore_mtime(f);
-    ff_plan_free(p);
-    free(p);
+    ff_batch_drop(p);
+    if (rc < 0) {
+        ff_commit_failed(f, rc);
+        while (f->n_batches) {
+            p = ff_batch_pop(f);
+            eng_wait(f->env->eng, &p->ticket);
+            ff_batch_drop(p);
+        }
+    }
+    return rc;
+}
+
+static int ff_batch_finish(ff_file *f)
+{
+    int rc = 0;
+    while (rc == 0 && f->n_batches)
+        rc = ff_batch_finish_one(f);
     return rc;
 }
 
 static int ff_batch_holds(const ff_file *f, uint64_t i)
 {
-    return f->batch && i >= f->batch->s && i < f->batch->end;
+    for (unsigned k = 0; k < f->n_batches; k++)
+        if (i >= f->batches[k]->s && i < f->batches[k]->end)
+            return 1;
+    return 0;
 }
 
 /* A streaming writer's brick goes to the engine and the writer goes on filling the next
- * one while it compresses: the file-level half of the ping-pong. */
+ * ones while it compresses: the file-level half of the ping-pong. Up to FF_MAX_BATCHES are
+ * in flight, so one writer can keep every buffer set busy and spill the rest to software. */
 static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
 {
     ff_commit_plan *batch = malloc(sizeof(*batch));
-    if (!batch)
+    if (!batch) {
+        ff_plan_free(p);
         return -ENOMEM;
+    }
     *batch = *p;
+    batch->t.n_reveal = 0;             /* pending wrappers are the file's, not this batch's */
     int rc = ff_submit(f, batch);
     if (rc < 0) {
-        ff_plan_free(batch);
-        free(batch);
+        ff_batch_drop(batch);
         return rc;
     }
-    f->batch = batch;
+    f->batches[f->n_batches++] = batch;
     return 0;
 }
 
 static int ff_commit(ff_file *f, int durable, int pressure)
 {
-    int rc = ff_batch_finish(f);
+    int full = !pressure || durable || f->rewrite_min < f->n_stored;
+    int rc = full ? ff_batch_finish(f)
+                  : f->n_batches == FF_MAX_BATCHES ? ff_batch_finish_one(f) : 0;
     if (rc < 0)
         return rc;
-    if (f->rewrite_min == UINT64_MAX && f->n_pending == 0)
+    if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0)
         return durable ? ff_sync(f) : 0;
     if (f->env->opt.read_only)
         return -EROFS;
     ff_commit_plan p = {0};
     rc = ff_plan(f, &p, pressure);
-    int stream = pressure && p.t.n_retire == 0 && !durable;
-    if (rc == 0 && pressure == FF_COMMIT_STREAM && (p.end <= p.s || p.end < f->n_stored)) {
+    int stream = !full && p.t.n_retire == 0;
+    if (rc == 0 && stream && (p.end <= p.s || p.end < f->n_stored)) {
         ff_plan_free(&p);              /* nothing whole to stream yet */
         return 0;
     }
