@@ -97,14 +97,14 @@ static int emu_sleep_until(emu_cu *cu, emu_set *s, uint64_t gen, uint64_t deadli
 
 static uint64_t emu_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
-/* When the modelled card finishes a run picked up at pickup_ns: each stage starts once the
- * stage before it is done and its own engine is free. A stage never starts more than a
- * few milliseconds in the past, so a host that fell behind does not buy a burst. */
-static uint64_t emu_finish_time(emu_cu *cu, const emu_set *s, uint64_t out, uint64_t pickup_ns)
+/* When the modelled card finishes a run: each stage starts once the stage before it is done
+ * and its own engine is free, the first one no earlier than the host started the run. A
+ * run never completes before the thread has really computed it, so a host slower than the
+ * model simply runs at its own speed. */
+static uint64_t emu_finish_time(emu_cu *cu, const emu_set *s, uint64_t out)
 {
     const struct eng_dev_s *d = cu->dev;
-    uint64_t floor = pickup_ns > 5000000u ? pickup_ns - 5000000u : 0;
-    uint64_t in_end = emu_max(emu_max(s->start_ns, cu->dma_in_free), floor) +
+    uint64_t in_end = emu_max(s->start_ns, cu->dma_in_free) +
                       (uint64_t)(s->input_size / d->pcie_bps * 1e9);
     uint64_t k_end = emu_max(in_end, cu->kernel_free) +
                      (uint64_t)(s->input_size / d->card_bps * 1e9);
@@ -117,7 +117,6 @@ static uint64_t emu_finish_time(emu_cu *cu, const emu_set *s, uint64_t out, uint
 static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
 {
     struct eng_dev_s *d = cu->dev;
-    uint64_t t0 = eng_now_ns();
     int fault = emu_fault(d);
     pthread_mutex_unlock(&cu->lock);
     uint64_t out = 0;
@@ -135,7 +134,7 @@ static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
         emu_sleep_until(cu, s, gen, 0);
         return;
     }
-    if (emu_sleep_until(cu, s, gen, emu_finish_time(cu, s, out, t0)) == 0)
+    if (emu_sleep_until(cu, s, gen, emu_finish_time(cu, s, out)) == 0)
         s->state = fault == EMU_ERROR_STATE ? ENG_RUN_ERROR : ENG_RUN_DONE;
 }
 
