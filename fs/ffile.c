@@ -285,11 +285,45 @@ static int ff_shrink(ff_file *f, uint64_t size)
     return 0;
 }
 
+/* An empty seek table at off, ending the file. */
+static int ff_write_empty_table(int fd, uint64_t off)
+{
+    uint8_t table[8 + FMT_FOOTER_LEN];
+    fmt_trailer empty = {0};
+    fmt_trailer_encode(&empty, table);
+    int rc = fmt_pwrite_all(fd, table, sizeof(table), off);
+    if (rc == 0 && ftruncate(fd, (off_t)(off + sizeof(table))) < 0)
+        rc = -errno;
+    return rc;
+}
+
+/* Truncating to nothing (O_TRUNC, `cp` over a file) starts the file over: cut it back to its
+ * marker, then write an empty seek table, so no old frame lingers as dead space. A crash in
+ * between leaves the marker alone, which opens as an empty file: no old frame comes back. */
+static int ff_empty(ff_file *f)
+{
+    if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
+        return -errno;
+    int rc = ff_write_empty_table(f->fd, FMT_MARKER_LEN);
+    if (rc < 0)
+        return rc;
+    for (uint64_t i = 0; i < f->n_blocks; i++)
+        ff_drop_buf(f, &f->blk[i]);
+    f->size = f->n_blocks = f->n_stored = 0;
+    f->rewrite_min = UINT64_MAX;
+    f->n_pending = 0;
+    f->table_start = FMT_MARKER_LEN;
+    f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
+    return 0;
+}
+
 static int ff_resize(ff_file *f, uint64_t size)
 {
     int rc = size == f->size ? 0 : ff_batch_finish(f);
     if (rc < 0 || size == f->size)
         return rc;
+    if (size == 0 && !f->env->opt.read_only)
+        return ff_empty(f);
     return size > f->size ? ff_grow(f, size) : ff_shrink(f, size);
 }
 
@@ -926,15 +960,10 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     fmt_marker m = {FMT_VERSION, env->sb.block_size, {0}};
     memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
     uint8_t head[FMT_MARKER_LEN];
-    uint8_t table[8 + FMT_FOOTER_LEN];
-    fmt_trailer empty = {0};
     fmt_marker_encode(&m, head);
-    fmt_trailer_encode(&empty, table);
     int rc = fmt_pwrite_all(fd, head, sizeof(head), 0);
     if (rc == 0)
-        rc = fmt_pwrite_all(fd, table, sizeof(table), sizeof(head));
-    if (rc == 0 && ftruncate(fd, sizeof(head) + sizeof(table)) < 0)
-        rc = -errno;
+        rc = ff_write_empty_table(fd, sizeof(head));
     if (rc < 0) {
         close(fd);
         return rc;

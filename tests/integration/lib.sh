@@ -400,7 +400,9 @@ remount() {
 }
 
 # kill_daemon: kill -9 of the current daemon, then clears the dead mount.
-kill_daemon() {
+# kill -9 of the daemon, leaving its dead mount in place: calls into it fail (ENOTCONN)
+# instead of landing in the bare mountpoint directory, so writers can be stopped first.
+kill_daemon_only() {
     local pid=${1:-$DAEMON_PID} i
     [ -n "$pid" ] || return 1
     kill -KILL "$pid" 2>/dev/null
@@ -409,9 +411,17 @@ kill_daemon() {
         [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
         sleep 0.05
     done
+    return 0
+}
+
+clear_dead_mount() {
     fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
     mountpoint -q "$MNT" && umount -l "$MNT" 2>/dev/null
     return 0
+}
+
+kill_daemon() {
+    kill_daemon_only "$@" && clear_dead_mount
 }
 
 daemon_alive() {

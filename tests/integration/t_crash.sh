@@ -207,9 +207,15 @@ for round in $(seq 1 "$ROUNDS"); do
     delay=$(( (RANDOM % 36) + 5 ))
     sleep "$(printf '%d.%d' $((delay / 10)) $((delay % 10)))"
     say "round $round: kill -9 of daemon $DAEMON_PID after ${delay}00 ms"
-    check "round $round: kill -9 of the daemon" kill_daemon
+    check "round $round: kill -9 of the daemon" kill_daemon_only
+    # Writers stop while the dead mount is still there: once it is gone, an open with
+    # O_CREAT would land in the bare mountpoint directory and "acknowledge" data the store
+    # never saw (it did, before this order was fixed).
     stop_writers
+    clear_dead_mount
     check "round $round: the dead mount is gone" _lib_negate mountpoint -q "$MNT"
+    check "round $round: nothing was written into the bare mountpoint" \
+        test -z "$(ls -A "$MNT" 2>/dev/null)"
     acks=""
     for f in "$ACK"/*.log; do acks="$acks $(basename "$f" .log)=$(grep -c ack "$f")"; done
     say "round $round: acknowledged steps so far:$acks"

@@ -377,6 +377,32 @@ static void test_streaming_commits(void **state)
     fx_free(fx);
 }
 
+/* Truncating to nothing (what `cp` over a file does) leaves no old frame behind. */
+static void test_truncate_to_zero_starts_over(void **state)
+{
+    fixture *fx = fx_new(64u << 10);
+    size_t n = 20 * fx->bs + 5;
+    uint8_t *d = make_data(n, 0, 33), *e = make_data(n, 0, 34);
+    write_file(fx, d, n, n);
+    ff_file *f;
+    assert_int_equal(ff_open(fx->env, fx_fd(fx), "t", &f), 0);
+    assert_int_equal(ff_truncate(f, 0), 0);
+    assert_int_equal(ff_write(f, e, n, 0), 0);
+    assert_int_equal(ff_release(f), 0);
+    check_content(fx, e, n);
+    struct stat st;
+    stat(fx->path, &st);
+    fmt_trailer t;
+    read_table(fx, &t);
+    uint64_t live = 0;
+    for (uint32_t i = 0; i < t.n_entries; i++)
+        live += fmt_block_len(t.entries[i].word);
+    assert_true((uint64_t)st.st_size < live + live / 4);   /* not two copies of the file */
+    fmt_trailer_free(&t);
+    free(d), free(e);
+    fx_free(fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -390,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_newer_version_refused),
         cmocka_unit_test(test_modify_in_place),
         cmocka_unit_test(test_streaming_commits),
+        cmocka_unit_test(test_truncate_to_zero_starts_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
