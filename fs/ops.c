@@ -1250,7 +1250,9 @@ static void op_reply_xattr(fuse_req_t req, ssize_t len, const char *buf, size_t 
         fuse_reply_buf(req, buf, (size_t)len);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+/* getxattr (name) and listxattr (name NULL) share one reply path. */
+static void op_xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size,
+                          const char *what)
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
@@ -1258,22 +1260,19 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     char *buf = cap ? malloc(cap) : NULL;
     ssize_t len = (cap && !buf) ? -ENOMEM : op_getxattr_inode(fs, n, name, buf, cap);
     if (len < 0)
-        op_log_xattr(fs, "getxattr", n, name, (int)len);
+        op_log_xattr(fs, what, n, name, (int)len);
     op_reply_xattr(req, len, buf, cap);
     free(buf);
 }
 
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    op_xattr_read(req, ino, name, size, "getxattr");
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-    struct op_fs *fs = op_fs(req);
-    struct in_inode *n = in_get(fs->tab, ino);
-    size_t cap = size < OP_XATTR_MAX ? size : OP_XATTR_MAX;
-    char *buf = cap ? malloc(cap) : NULL;
-    ssize_t len = (cap && !buf) ? -ENOMEM : op_getxattr_inode(fs, n, NULL, buf, cap);
-    if (len < 0)
-        op_log(fs, "listxattr", n, NULL, (int)len);
-    op_reply_xattr(req, len, buf, cap);
-    free(buf);
+    op_xattr_read(req, ino, NULL, size, "listxattr");
 }
 
 void op_fill(struct fuse_lowlevel_ops *ops)
