@@ -43,6 +43,17 @@ const char *sb_error_name(sb_error e)
     return "unknown error";
 }
 
+const char *sb_block_size_name(uint32_t size)
+{
+    switch (size) {
+    case 64u << 10: return "64K";
+    case 256u << 10: return "256K";
+    case 1u << 20: return "1M";
+    case 4u << 20: return "4M";
+    }
+    return "?";
+}
+
 int sb_block_size_valid(uint32_t size)
 {
     return size == (64u << 10) || size == (256u << 10) || size == (1u << 20) ||

@@ -37,6 +37,9 @@ const char *sb_error_name(sb_error e);
 /* True when size is one of 64K, 256K, 1M, 4M. */
 int sb_block_size_valid(uint32_t size);
 
+/* "64K", "256K", "1M" or "4M"; "?" for any other size. */
+const char *sb_block_size_name(uint32_t size);
+
 /* Parses "64K", "256K", "1M", "4M" (also plain byte counts); 0 when not one of those. */
 uint32_t sb_parse_block_size(const char *text);
 

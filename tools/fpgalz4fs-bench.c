@@ -707,17 +707,6 @@ static void bn_checks(FILE *f, const bn_bench *b, unsigned writers)
             s1->mbps);
 }
 
-static const char *bn_block_name(uint32_t size)
-{
-    switch (size) {
-    case 64u << 10: return "64K";
-    case 256u << 10: return "256K";
-    case 1u << 20: return "1M";
-    case 4u << 20: return "4M";
-    }
-    return "?";
-}
-
 /* The emulated card overlaps its three stages (DMA in, kernel, DMA out) across buffer
  * sets, so with enough sets in flight its ceiling is the slowest stage. */
 static double bn_emu_ceiling(const bn_bench *b)
@@ -738,7 +727,7 @@ static void bn_report(FILE *f, const bn_bench *b)
                "- pool threads: the software threads of the engine (callers only queue and wait)\n"
                "- card idle %%: the engine's card_idle_us over wall time; host CPU %%: "
                "process CPU time over wall time (100%% = one core)\n\n",
-            b->corpus.what, bn_block_name(b->o.block), b->n_jobs, b->o.rounds, b->cores,
+            b->corpus.what, sb_block_size_name(b->o.block), b->n_jobs, b->o.rounds, b->cores,
             b->load[0], b->load[1], b->o.card_mbps, b->o.pcie_mbps);
     bn_table(f, b);
     fprintf(f, "\nThe emulated card overlaps DMA in, kernel and DMA out across buffer sets, so "
@@ -776,7 +765,7 @@ static void bn_gp(FILE *f, const bn_bench *b, const char *png)
                "set style fill solid 0.8 border -1\nset ylabel 'MB/s (10^6 B/s)'\n"
                "set yrange [0:*]\nset grid ytics\nset xtics rotate by -20\n"
                "set rmargin 16\nset bmargin 8\nset key top right\n$d << EOD\n", png,
-            bn_block_name(b->o.block));
+            sb_block_size_name(b->o.block));
     for (int c = 0; c < BN_N_CONFS; c++)
         fprintf(f, "\"%s\" %.2f %.2f\n", b->confs[c].label, bn_find(b, c, 0)->mbps,
                 bn_find(b, c, b->o.writers)->mbps);

@@ -91,17 +91,6 @@ static int mk_parse_args(int argc, char **argv, mk_options *o)
     return MK_CONTINUE;
 }
 
-static const char *mk_size_name(uint32_t size)
-{
-    switch (size) {
-    case 64u << 10: return "64K";
-    case 256u << 10: return "256K";
-    case 1u << 20: return "1M";
-    case 4u << 20: return "4M";
-    }
-    return "?";
-}
-
 static int mk_fail(const char *dir, const char *what)
 {
     fprintf(stderr, MK_NAME ": %s: %s\n", dir, what);
@@ -203,7 +192,7 @@ static int mk_format(int dirfd, const mk_options *o)
     }
     sb_uuid_text(sb.uuid, uuid);
     printf(MK_NAME ": formatted %s: block size %s, uuid %s\n", o->dir,
-           mk_size_name(sb.block_size), uuid);
+           sb_block_size_name(sb.block_size), uuid);
     return MK_EXIT_OK;
 }
 
