@@ -47,6 +47,7 @@ struct eng_ctx_s {
     eng_config cfg;
     const eng_dev_ops *ops;            /* NULL: software only */
     eng_dev *dev;
+    eng_plugin_handle plugin;          /* the shared object behind ops, for xrt and cuda */
     eng_sw_pool *sw;
     unsigned n_cus, n_sets, capacity;
     uint32_t stride;
@@ -80,9 +81,46 @@ uint32_t eng_bound(uint32_t len)
     return b > 0 ? (uint32_t)b : 0;
 }
 
-const char *eng_backends_available(void) { return "sw emu"; }
+const char *eng_backend_option(eng_backend b)
+{
+    static const char *const names[] = {"sw", "emu", "xrt", "cuda"};
+    return (unsigned)b < sizeof(names) / sizeof(names[0]) ? names[b] : "unknown";
+}
 
-const char *eng_backend_name(const eng_ctx *eng) { return eng->ops ? eng->ops->name : "sw"; }
+void eng_backends_available(char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "sw emu");
+    for (eng_backend b = ENG_BACKEND_XRT; b <= ENG_BACKEND_CUDA && len < cap; b++) {
+        char err[256];
+        eng_plugin_handle h;
+        if (eng_plugin_load(eng_backend_option(b), &h, err, sizeof(err)) != 0)
+            continue;
+        len += (size_t)snprintf(buf + len, cap - len, " %s", eng_backend_option(b));
+        eng_plugin_unload(&h);
+    }
+}
+
+int eng_probe(eng_backend b, const eng_config *cfg, char *why, size_t why_cap)
+{
+    if (b != ENG_BACKEND_XRT && b != ENG_BACKEND_CUDA) {
+        snprintf(why, why_cap, "%s is not a card backend", eng_backend_option(b));
+        return 0;
+    }
+    eng_plugin_handle h;
+    if (eng_plugin_load(eng_backend_option(b), &h, why, why_cap) != 0)
+        return 0;
+    eng_config c = *cfg;
+    int present = h.plugin->probe(&c, why, why_cap);
+    eng_plugin_unload(&h);
+    return present == 1;
+}
+
+const char *eng_backend_name(const eng_ctx *eng)
+{
+    if (!eng->ops)
+        return "sw";
+    return eng->ops->label ? eng->ops->label(eng->dev) : eng->ops->name;
+}
 
 static void eng_account(eng_ctx *eng, const eng_job *j)
 {
@@ -422,7 +460,14 @@ static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
                  eng->stride);
         return -1;
     }
-    eng->ops = &eng_emu_ops;
+    if (eng->cfg.backend == ENG_BACKEND_EMU) {
+        eng->ops = &eng_emu_ops;
+    } else {
+        if (eng_plugin_load(eng_backend_option(eng->cfg.backend), &eng->plugin, err,
+                            err_cap) != 0)
+            return -1;
+        eng->ops = eng->plugin.plugin->ops;
+    }
     eng->dev = eng->ops->open(&eng->cfg, eng->cfg.block_size, err, err_cap);
     if (!eng->dev)
         return -1;
@@ -466,7 +511,7 @@ eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap)
     pthread_cond_init(&eng->room, NULL);
     eng->sw = eng_sw_open(eng->cfg.sw_threads, eng_sw_done, eng, err, err_cap);
     int rc = eng->sw ? 0 : -1;
-    if (rc == 0 && eng->cfg.backend == ENG_BACKEND_EMU)
+    if (rc == 0 && eng->cfg.backend >= ENG_BACKEND_EMU && eng->cfg.backend <= ENG_BACKEND_CUDA)
         rc = eng_open_card(eng, err, err_cap);
     else if (rc == 0 && eng->cfg.backend != ENG_BACKEND_SW)
         rc = (snprintf(err, err_cap, "unknown compression backend %d", (int)eng->cfg.backend), -1);
@@ -490,6 +535,7 @@ void eng_close(eng_ctx *eng)
     }
     if (eng->dev)
         eng->ops->close(eng->dev);
+    eng_plugin_unload(&eng->plugin);
     eng_sw_close(eng->sw);
     free(eng->queue);
     free(eng->slots);

@@ -21,6 +21,8 @@ typedef struct eng_ctx_s eng_ctx;
 typedef enum {
     ENG_BACKEND_SW = 0,                /* liblz4 on a pool of host threads, no card */
     ENG_BACKEND_EMU,                   /* emulated card: a model of the FPGA kernel */
+    ENG_BACKEND_XRT,                   /* an Alveo card through XRT (plugin fpgalz4fs-xrt.so) */
+    ENG_BACKEND_CUDA,                  /* an NVIDIA GPU through CUDA (plugin fpgalz4fs-cuda.so) */
 } eng_backend;
 
 typedef struct {
@@ -35,8 +37,14 @@ typedef struct {
     double emu_error_rate;             /* fraction of emulated runs that fail */
     double emu_hang_rate;              /* fraction of emulated runs that never complete */
     uint64_t emu_seed;                 /* fault injection is repeatable for one seed */
+    uint64_t emu_vanish_after;         /* emulated card: every run after this many errors
+                                          (a card pulled out); 0 means never */
     int card_only;                     /* bricks wait for the card instead of falling back
                                           when it is busy (to measure the card alone) */
+    const char *xclbin;                /* XRT: the xclbin to load (absolute path) */
+    unsigned device;                   /* XRT, CUDA: the device index */
+    int xrt_kernel_model;              /* XRT under the noop shim: run the reference kernel
+                                          over the buffers when a run completes */
 } eng_config;
 
 typedef struct {
@@ -87,11 +95,20 @@ void eng_wait(eng_ctx *eng, eng_ticket *t);
 /* A snapshot of the counters. */
 void eng_get_stats(eng_ctx *eng, eng_stats *out);
 
-/* Name of the backend in use: "sw", or "emu" for the emulated card. */
+/* Name of the backend in use: "sw", "emu" for the emulated card, "xrt", "cuda", or a name
+ * with "model" in it when a card's kernel is modelled in software. */
 const char *eng_backend_name(const eng_ctx *eng);
 
-/* Names of the backends this build can open, space separated ("sw emu"). */
-const char *eng_backends_available(void);
+/* The option name of a backend: "sw", "emu", "xrt", "cuda". */
+const char *eng_backend_option(eng_backend b);
+
+/* Writes the names of the backends this host can open, space separated ("sw emu xrt"):
+ * sw and emu always, a plugin's backend when its shared object loads. */
+void eng_backends_available(char *buf, size_t cap);
+
+/* Whether a real device of a plugin backend is present and usable with cfg (for
+ * engine=auto): 1 if so; 0 if not, with the reason in why. Never opens the device for use. */
+int eng_probe(eng_backend b, const eng_config *cfg, char *why, size_t why_cap);
 
 /* Waits for runs in flight, stops the threads and frees everything; accepts NULL. */
 void eng_close(eng_ctx *eng);

@@ -74,9 +74,40 @@ typedef struct {
     /* Gives up a run that timed out; the set may be started again afterwards. */
     void (*abandon)(eng_dev *d, unsigned cu, unsigned set);
     void (*close)(eng_dev *d);
+    /* Optional: the name the counters show for this open device ("xrt-model" when a kernel
+     * is modelled); NULL means name. */
+    const char *(*label)(const eng_dev *d);
 } eng_dev_ops;
 
 extern const eng_dev_ops eng_emu_ops;
+
+/* ---- plugins (eng_plugin.c): card backends in shared objects, opened with dlopen ---- */
+
+/* A plugin fpgalz4fs-NAME.so exports one symbol, ENG_PLUGIN_SYMBOL, of this type. It is
+ * self-contained: it uses the types of this header and nothing else of the engine, so that
+ * it can be loaded by any program linked with the engine. The engine checks abi first. */
+#define ENG_PLUGIN_ABI 1u
+#define ENG_PLUGIN_SYMBOL "fpgalz4fs_plugin"
+
+typedef struct {
+    uint32_t abi;                      /* ENG_PLUGIN_ABI */
+    uint32_t config_size;              /* sizeof(eng_config) it was built with */
+    const char *name;                  /* "xrt", "cuda": the file is fpgalz4fs-NAME.so */
+    const eng_dev_ops *ops;
+    /* 1 when a real device is present and usable with cfg, else 0 with the reason. Must
+     * return, never crash, on a host without the runtime or the device. */
+    int (*probe)(const eng_config *cfg, char *why, size_t why_cap);
+} eng_plugin;
+
+typedef struct {
+    void *dl;                          /* dlopen handle */
+    const eng_plugin *plugin;
+} eng_plugin_handle;
+
+/* Loads fpgalz4fs-NAME.so from the plugin directory: $FPGALZ4FS_PLUGIN_DIR when set, else
+ * the directory of the running program (a build tree), else the installed one. */
+int eng_plugin_load(const char *name, eng_plugin_handle *h, char *err, size_t err_cap);
+void eng_plugin_unload(eng_plugin_handle *h);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t eng_now_ns(void);

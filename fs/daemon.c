@@ -51,6 +51,7 @@ struct dm_opts {
     char *emu_pcie_mbps;               /* emulated card: PCIe rate each way */
     char *emu_error_rate;              /* emulated card: fraction of runs that fail */
     char *emu_hang_rate;               /* emulated card: fraction that never complete */
+    char *emu_vanish_after;            /* emulated card: runs before it is pulled out */
     char *mem_mb;                      /* decoded-block cache plus bricks in flight */
     char *log;                         /* log file */
     char *backing;                     /* first non-option argument */
@@ -76,6 +77,7 @@ struct dm_config {
     unsigned long long emu_pcie_mbps;
     double emu_error_rate;
     double emu_hang_rate;
+    unsigned long long emu_vanish_after;
     unsigned long long mem_mb;
     char *xclbin;                      /* absolute, or NULL */
     char *log;                         /* absolute, or NULL */
@@ -115,6 +117,7 @@ static const struct fuse_opt dm_specs[] = {
     DM_OPT("emu_pcie_mbps=%s", emu_pcie_mbps),
     DM_OPT("emu_error_rate=%s", emu_error_rate),
     DM_OPT("emu_hang_rate=%s", emu_hang_rate),
+    DM_OPT("emu_vanish_after=%s", emu_vanish_after),
     DM_OPT("mem_mb=%s", mem_mb),
     DM_OPT("log=%s", log),
     FUSE_OPT_KEY("-h", DM_KEY_HELP),
@@ -155,6 +158,7 @@ static void dm_usage(FILE *out)
             "  emu_pcie_mbps=N        emulated card: modelled PCIe rate each way (10000)\n"
             "  emu_error_rate=F       emulated card: fraction of runs that fail, 0..1 (0)\n"
             "  emu_hang_rate=F        emulated card: fraction of runs that hang, 0..1 (0)\n"
+            "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
             "  mem_mb=N               decoded-block cache and bricks in flight, >= 16 (256)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
             "\n"
@@ -166,7 +170,9 @@ static void dm_usage(FILE *out)
 
 static void dm_version(void)
 {
-    printf("fpgalz4fs %s\nbackends: %s\n", FPGALZ4FS_VERSION, eng_backends_available());
+    char names[128];
+    eng_backends_available(names, sizeof(names));
+    printf("fpgalz4fs %s\nbackends: %s\n", FPGALZ4FS_VERSION, names);
 }
 
 static int dm_opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
@@ -278,8 +284,14 @@ static int dm_engine(struct dm_config *c, const char *engine)
         c->backend = ENG_BACKEND_EMU;
         return 0;
     }
-    if (strcmp(engine, "xrt") == 0 || strcmp(engine, "cuda") == 0)
-        return dm_bad("engine=%s is not available in this build", engine);
+    if (strcmp(engine, "xrt") == 0) {
+        c->backend = ENG_BACKEND_XRT;
+        return 0;
+    }
+    if (strcmp(engine, "cuda") == 0) {
+        c->backend = ENG_BACKEND_CUDA;
+        return 0;
+    }
     return dm_bad("engine=%s: expected auto, sw, emu, xrt or cuda", engine);
 }
 
@@ -302,6 +314,7 @@ static int dm_check(struct fs_daemon *dm)
         dm_uint("emu_pcie_mbps", o->emu_pcie_mbps, 1, 1000000, &c->emu_pcie_mbps) ||
         dm_rate("emu_error_rate", o->emu_error_rate, &c->emu_error_rate) ||
         dm_rate("emu_hang_rate", o->emu_hang_rate, &c->emu_hang_rate) ||
+        dm_uint("emu_vanish_after", o->emu_vanish_after, 0, 1ull << 62, &c->emu_vanish_after) ||
         dm_uint("mem_mb", o->mem_mb, 16, 1u << 20, &c->mem_mb))
         return -1;
     if (o->xclbin && !(c->xclbin = dm_absolute(o->xclbin)))
@@ -496,29 +509,63 @@ static int dm_open_log(struct fs_daemon *dm)
     return 0;
 }
 
+/* engine=auto: a real card if one is present (XRT first, then CUDA), else software; each
+ * step of the choice is logged, since "why is my card not used" is the first question. */
+static eng_backend dm_pick_engine(struct fs_daemon *dm, const eng_config *ec)
+{
+    static const eng_backend cards[] = {ENG_BACKEND_XRT, ENG_BACKEND_CUDA};
+    for (size_t i = 0; i < sizeof(cards) / sizeof(cards[0]); i++) {
+        char why[256] = "";
+        if (eng_probe(cards[i], ec, why, sizeof(why))) {
+            lg_printf(dm->fs.log, LG_INFO, "engine=auto: using %s: %s",
+                      eng_backend_option(cards[i]), why);
+            return cards[i];
+        }
+        lg_printf(dm->fs.log, LG_INFO, "engine=auto: not %s: %s", eng_backend_option(cards[i]),
+                  why[0] ? why : "no device");
+    }
+    lg_printf(dm->fs.log, LG_INFO, "engine=auto: using software (auto never picks the "
+              "emulated card)");
+    return ENG_BACKEND_SW;
+}
+
+static void dm_log_engine(struct fs_daemon *dm)
+{
+    const struct dm_config *c = &dm->cfg;
+    const char *name = eng_backend_name(dm->fs.eng);
+    if (c->backend == ENG_BACKEND_EMU)
+        lg_printf(dm->fs.log, LG_INFO, "engine=emu: an EMULATED card (a software model of the "
+                  "xilLz4Compress kernel, not hardware): %u compute unit(s), %u buffer sets, "
+                  "%llu MB/s modelled", c->cus ? (unsigned)c->cus : 1u, (unsigned)c->bufsets,
+                  c->emu_card_mbps);
+    else if (strstr(name, "model"))
+        lg_printf(dm->fs.log, LG_INFO, "engine=%s: the card's kernel is MODELLED in software "
+                  "(%s), not run on hardware", eng_backend_option(c->backend), name);
+}
+
 static int dm_open_engine(struct fs_daemon *dm)
 {
     char err[256] = "";
-    const struct dm_config *c = &dm->cfg;
+    struct dm_config *c = &dm->cfg;
     eng_config ec = {.backend = c->backend, .sw_threads = (unsigned)c->sw_threads,
                      .cus = (unsigned)c->cus, .bufsets = (unsigned)c->bufsets,
                      .card_timeout_ms = (unsigned)c->card_timeout_ms,
                      .block_size = dm->sb.block_size,
                      .emu_card_mbps = (double)c->emu_card_mbps,
                      .emu_pcie_mbps = (double)c->emu_pcie_mbps,
-                     .emu_error_rate = c->emu_error_rate, .emu_hang_rate = c->emu_hang_rate};
+                     .emu_error_rate = c->emu_error_rate, .emu_hang_rate = c->emu_hang_rate,
+                     .emu_vanish_after = c->emu_vanish_after, .xclbin = c->xclbin,
+                     .device = (unsigned)c->device,
+                     .xrt_kernel_model = (int)c->xrt_kernel_model};
+    if (c->xrt_kernel_model && c->backend != ENG_BACKEND_XRT)
+        return dm_fail(dm, "xrt_kernel_model=1 needs engine=xrt");
     if (c->engine_auto)
-        lg_printf(dm->fs.log, LG_INFO, "engine=auto: no accelerator card found (this build "
-                  "drives none; auto never picks the emulated card), using software");
+        c->backend = ec.backend = dm_pick_engine(dm, &ec);
     dm->fs.eng = eng_open(&ec, err, sizeof(err));
     if (!dm->fs.eng)
-        return dm_fail(dm, "engine=%s cannot open: %s", c->backend == ENG_BACKEND_EMU ? "emu" : "sw",
+        return dm_fail(dm, "engine=%s cannot open: %s", eng_backend_option(c->backend),
                        err[0] ? err : "unknown reason");
-    if (c->backend == ENG_BACKEND_EMU)
-        lg_printf(dm->fs.log, LG_INFO, "engine=emu: an EMULATED card (a software model of the "
-                  "xilLz4Compress kernel, not hardware): %u compute unit(s), %u buffer sets, "
-                  "%llu MB/s modelled", c->cus ? (unsigned)c->cus : 1u, (unsigned)c->bufsets,
-                  c->emu_card_mbps);
+    dm_log_engine(dm);
     ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20};
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);
     if (!dm->fs.env)
@@ -672,7 +719,8 @@ static void dm_cleanup(struct fs_daemon *dm)
     char **strs[] = {&dm->opt.engine, &dm->opt.sw_threads, &dm->opt.cus, &dm->opt.bufsets,
                      &dm->opt.card_timeout_ms, &dm->opt.xclbin, &dm->opt.device,
                      &dm->opt.xrt_kernel_model, &dm->opt.emu_card_mbps, &dm->opt.emu_pcie_mbps,
-                     &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate, &dm->opt.mem_mb,
+                     &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate,
+                     &dm->opt.emu_vanish_after, &dm->opt.mem_mb,
                      &dm->opt.log, &dm->opt.backing, &dm->opt.mountpoint};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         free(*strs[i]);

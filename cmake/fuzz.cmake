@@ -1,0 +1,1 @@
+# libFuzzer targets (tests/fuzz/), built when the compiler is clang.
