@@ -1,0 +1,1 @@
+# The CUDA backend plugin (engine/cuda/, kernels/cuda/), built when nvcc is found.
