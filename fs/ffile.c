@@ -232,9 +232,13 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
     ff_blk *b = &f->blk[i];
     if (b->state == FF_DIRTY)
         return 0;
-    uint8_t *buf = calloc(1, f->bs);
+    /* Only the block's first ff_blen bytes are ever read; ff_grow zeroes what it adds. Not
+     * zeroing the whole block keeps a small file from costing a block-sized memset. */
+    uint8_t *buf = malloc(f->bs);
     if (!buf)
         return -ENOMEM;
+    if (load && b->state != FF_CLEAN)
+        memset(buf, 0, ff_blen(f, i));
     if (load && b->state == FF_CLEAN) {
         int rc = ff_block_read(f, i, buf, 0, ff_blen(f, i));
         if (rc < 0) {
@@ -253,11 +257,16 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
 static int ff_grow(ff_file *f, uint64_t size)
 {
     uint64_t old_n = f->n_blocks, new_n = (size + f->bs - 1) / f->bs;
+    uint64_t tail = f->size % f->bs;
     int rc = ff_reserve(f, new_n);
-    if (rc == 0 && f->size % f->bs && f->blk[old_n - 1].state != FF_ZERO)
+    if (rc == 0 && tail && f->blk[old_n - 1].state != FF_ZERO)
         rc = ff_make_dirty(f, old_n - 1, 1);     /* a stored partial block changes length */
     if (rc < 0)
         return rc;
+    if (tail && f->blk[old_n - 1].state == FF_DIRTY) {
+        uint64_t grown = new_n > old_n || size % f->bs == 0 ? f->bs : size % f->bs;
+        memset(f->blk[old_n - 1].buf + tail, 0, grown - tail);
+    }
     for (uint64_t i = old_n; i < new_n; i++)       /* off and word stay: frames to retire */
         f->blk[i].state = FF_ZERO, f->blk[i].buf = NULL;
     if (new_n > old_n)
@@ -273,7 +282,6 @@ static int ff_shrink(ff_file *f, uint64_t size)
         int rc = ff_make_dirty(f, new_n - 1, 1);
         if (rc < 0)
             return rc;
-        memset(f->blk[new_n - 1].buf + tail, 0, f->bs - tail);
     }
     for (uint64_t i = new_n; i < f->n_blocks; i++) {
         ff_drop_buf(f, &f->blk[i]);
@@ -359,7 +367,8 @@ struct ff_plan_s {
     fmt_trailer t;                     /* the new seek table with its intents */
     uint64_t pos;                      /* where the next bytes go */
     uint8_t *stage;                    /* one frame, wrapped, before it is written */
-    uint32_t comp_stride;              /* eng_bound(block size) */
+    int visible;                       /* frames are written revealed: nothing is retired */
+    uint32_t comp_stride;              /* eng_bound(longest block of the plan) */
     eng_job *jobs;                     /* one per changed block, compressed by the engine */
     uint8_t *comp;                     /* the jobs' outputs, comp_stride apart */
     uint32_t *job_at;                  /* block i - s -> its job, or UINT32_MAX */
@@ -526,11 +535,12 @@ static int ff_write_frame(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b)
     fmt_put32(p->stage + at + 4, sum);
     at += FMT_FRAME_END_LEN;
     fmt_put32(p->stage, FMT_SKIP_HIDDEN);
-    fmt_put32(p->stage + 4, (uint32_t)(at - 8));
+    fmt_put32(p->stage + 4, p->visible ? 0 : (uint32_t)(at - 8));
     fmt_frame_header(p->stage + 8, f->bs, content, 1);
     if ((rc = fmt_pwrite_all(f->fd, p->stage, at, p->pos)) < 0)
         return rc;
-    p->t.reveal[p->t.n_reveal++] = p->pos;
+    if (!p->visible)
+        p->t.reveal[p->t.n_reveal++] = p->pos;
     p->pos += at;
     return 0;
 }
@@ -578,12 +588,24 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     }
     p->size = p->end == f->n_blocks ? f->size : p->end * f->bs;
     p->pos = f->phys_end;
-    p->comp_stride = eng_bound(f->bs);
+    /* Buffers as large as this plan needs, not as a whole frame of whole blocks: a small
+     * file's commit then costs kilobytes, not megabytes of fresh pages. */
+    uint64_t n = p->end > p->s ? p->end - p->s : 1;
+    uint32_t longest = n > 1 ? f->bs : (uint32_t)ff_blen(f, p->s < f->n_blocks ? p->s : 0);
+    p->comp_stride = eng_bound(longest ? longest : 1);
     p->stage = malloc(8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
-                      (size_t)FF_FRAME_MAX_BLOCKS * (f->bs + FMT_BLOCK_OVERHEAD));
+                      (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
+                          (p->comp_stride + FMT_BLOCK_OVERHEAD));
     if (!p->stage)
         return -ENOMEM;
     int rc = ff_plan_retire(f, p);
+    /* A frame that replaces nothing and follows only revealed frames can be written
+     * revealed: a crash before the seek table leaves it to the scan of the next open, which
+     * takes the frames as they are; it saves two calls per frame. Streaming commits stay
+     * hidden (their file keeps its last committed state until the next seek table), and so
+     * does anything after their hidden frames, which a scan would skip. */
+    p->visible = p->t.n_retire == 0 && f->n_pending == 0 && f->n_batches == 0 &&
+                 pressure != FF_COMMIT_STREAM;
     return rc == 0 ? ff_plan_zero_template(f, p) : rc;
 }
 
@@ -640,7 +662,8 @@ static int ff_keep_pending(ff_file *f, const ff_commit_plan *p)
             return -ENOMEM;
         f->pending = v, f->pending_cap = need * 2;
     }
-    memcpy(f->pending + f->n_pending, p->t.reveal, p->t.n_reveal * sizeof(*f->pending));
+    if (p->t.n_reveal)                 /* memcpy to a NULL list is undefined, even of 0 bytes */
+        memcpy(f->pending + f->n_pending, p->t.reveal, p->t.n_reveal * sizeof(*f->pending));
     f->n_pending = need;
     return 0;
 }
@@ -745,6 +768,7 @@ static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
     }
     *batch = *p;
     batch->t.n_reveal = 0;             /* pending wrappers are the file's, not this batch's */
+    batch->visible = 0;
     int rc = ff_submit(f, batch);
     if (rc < 0) {
         ff_batch_drop(batch);
@@ -955,20 +979,33 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     return 0;
 }
 
+/* A new file is written whole in one call (marker and empty seek table) and set up from
+ * what was written, without reading it back: creating many small files is all overhead. */
 int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
 {
     fmt_marker m = {FMT_VERSION, env->sb.block_size, {0}};
     memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
-    uint8_t head[FMT_MARKER_LEN];
+    uint8_t head[FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN];
+    fmt_trailer empty = {0};
     fmt_marker_encode(&m, head);
+    fmt_trailer_encode(&empty, head + FMT_MARKER_LEN);
+    struct stat st;
     int rc = fmt_pwrite_all(fd, head, sizeof(head), 0);
-    if (rc == 0)
-        rc = ff_write_empty_table(fd, sizeof(head));
-    if (rc < 0) {
+    if (rc == 0 && fstat(fd, &st) < 0)
+        rc = -errno;
+    if (rc == 0 && (uint64_t)st.st_size > sizeof(head) && ftruncate(fd, sizeof(head)) < 0)
+        rc = -errno;
+    ff_file *f = rc == 0 ? ff_new(env, fd, name) : NULL;
+    if (!f) {
         close(fd);
-        return rc;
+        return rc < 0 ? rc : -ENOMEM;
     }
-    return ff_open(env, fd, name, out);
+    f->mtime = st.st_mtim;
+    f->bs = env->sb.block_size;
+    f->table_start = FMT_MARKER_LEN;
+    f->table_end = f->phys_end = sizeof(head);
+    *out = f;
+    return 0;
 }
 
 int ff_release(ff_file *f)
@@ -1009,8 +1046,8 @@ static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_
         if (n > len - *got)
             n = len - *got;
         int rc = ff_block_read(f, i, buf + *got, boff, n);
-        if (rc < 0)
-            return *got ? 0 : rc;          /* a short read up to the damaged block */
+        if (rc < 0)                    /* never short: FUSE takes a short read for the end */
+            return rc;                     /* of the file and zero-fills (or cuts) the rest */
         *got += n;
     }
     return 0;
