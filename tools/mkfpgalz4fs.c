@@ -1,27 +1,47 @@
-/* mkfpgalz4fs: makes a directory into an fpgalz4fs store by writing its superblock.
+/* mkfpgalz4fs: makes a directory into an fpgalz4fs store by writing its superblock, and
+ * converts the plain files of a store into the store's format.
  *
- * It never deletes or changes any file but the superblock: a directory holding anything other
- * than lost+found is refused, and an existing store is rewritten only with --force, under the
- * store lock so that a mounted store is never reformatted beneath its daemon. */
+ * Formatting never deletes or changes any file but the superblock: a directory holding
+ * anything other than lost+found is refused unless --adopt (its files then stay as they are
+ * and the mount shows them as foreign files), and an existing store is rewritten only with
+ * --force, under the store lock so that a mounted store is never reformatted beneath its
+ * daemon. --compress-existing (under the store lock too) rewrites each foreign file through
+ * the same writer the daemon uses (ff_create, ff_write, ff_release on the software engine)
+ * into a temporary file next to it, copies owner, mode, extended attributes and times, syncs
+ * it and renames it over the original: an interrupted run leaves every file whole. */
+#include "chk.h"
+#include "eng.h"
+#include "ffile.h"
+#include "fmt.h"
+#include "log.h"
 #include "sb.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MK_NAME "mkfpgalz4fs"
-#define MK_USAGE "usage: " MK_NAME " [-b 64K|256K|1M|4M] [--force] DIR"
+#define MK_USAGE "usage: " MK_NAME " [-b 64K|256K|1M|4M] [--force] [--adopt] " \
+                 "[--compress-existing] DIR"
+#define MK_CHUNK (1u << 20)            /* bytes read from a foreign file at a time */
+#define MK_MEM (256ull << 20)          /* the writer's memory budget: a mount's default mem_mb */
 
 enum { MK_EXIT_OK = 0, MK_EXIT_FAIL = 1, MK_EXIT_USAGE = 2, MK_CONTINUE = -1 };
 
 typedef struct {
     uint32_t block_size;
+    int block_size_given;
     int force;
+    int adopt;                         /* format a directory that already holds files */
+    int compress;                      /* convert the foreign files of the store */
     const char *dir;
 } mk_options;
 
@@ -39,6 +59,13 @@ static void mk_help(void)
            "  -b SIZE      block size: 64K, 256K, 1M (default) or 4M\n"
            "  --force      write a new superblock over an existing store's (new UUID);\n"
            "               no file is ever deleted\n"
+           "  --adopt      format DIR even though it holds files; they stay as they are\n"
+           "               and read through the mount as foreign (plain) files\n"
+           "  --compress-existing\n"
+           "               convert every foreign file of the (unmounted) store DIR in\n"
+           "               place into the store's format, keeping owner, mode, times and\n"
+           "               extended attributes; hard-linked files are skipped; safe to\n"
+           "               interrupt and run again. With --adopt: format, then convert\n"
            "  -h, --help   show this help\n"
            "  --version    show the version\n");
 }
@@ -63,6 +90,8 @@ static int mk_parse_args(int argc, char **argv, mk_options *o)
 {
     static const struct option longopts[] = {
         {"force", no_argument, NULL, 'f'},
+        {"adopt", no_argument, NULL, 'a'},
+        {"compress-existing", no_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -75,8 +104,11 @@ static int mk_parse_args(int argc, char **argv, mk_options *o)
             o->block_size = sb_parse_block_size(optarg);
             if (!o->block_size)
                 return mk_usage_error("bad block size (use 64K, 256K, 1M or 4M):", optarg);
+            o->block_size_given = 1;
             break;
         case 'f': o->force = 1; break;
+        case 'a': o->adopt = 1; break;
+        case 'c': o->compress = 1; break;
         case 'h': mk_help(); return MK_EXIT_OK;
         case 'V': printf(MK_NAME " " FPGALZ4FS_VERSION "\n"); return MK_EXIT_OK;
         case ':': return mk_usage_error("missing value for option", "-b");
@@ -88,6 +120,9 @@ static int mk_parse_args(int argc, char **argv, mk_options *o)
     if (optind + 1 < argc)
         return mk_usage_error("too many arguments, from", argv[optind + 1]);
     o->dir = argv[optind];
+    if (o->compress && !o->adopt && (o->block_size_given || o->force))
+        return mk_usage_error("--compress-existing alone formats nothing (files get the "
+                              "store's block size); -b and --force apply to formatting (with --adopt)", NULL);
     return MK_CONTINUE;
 }
 
@@ -126,11 +161,10 @@ static int mk_scan(int dirfd, mk_contents *c)
 
 /* With --force on an existing store: holds the store lock (kept until exit) and refuses a
  * store of a newer format, which this build must never rewrite. */
-static int mk_take_existing(int dirfd, const char *dir)
+static int mk_take_existing(int dirfd, const char *dir, int *lock_fd)
 {
-    int lock_fd;
     sb_super old;
-    sb_error e = sb_lock(dirfd, &lock_fd);
+    sb_error e = sb_lock(dirfd, lock_fd);
     if (e == SB_ERR_LOCKED)
         return mk_fail(dir, "store is in use by a mounted daemon");
     if (e != SB_OK) {
@@ -144,7 +178,7 @@ static int mk_take_existing(int dirfd, const char *dir)
 }
 
 /* Every refusal happens here, before anything is written. */
-static int mk_check(int dirfd, const mk_options *o)
+static int mk_check(int dirfd, const mk_options *o, int *lock_fd)
 {
     mk_contents c;
     if (mk_scan(dirfd, &c) != 0) {
@@ -155,10 +189,10 @@ static int mk_check(int dirfd, const mk_options *o)
         return mk_fail(o->dir, "already a fpgalz4fs store (--force writes a new superblock "
                                "and keeps every file)");
     if (c.has_sb)
-        return mk_take_existing(dirfd, o->dir);
-    if (c.other[0]) {
+        return mk_take_existing(dirfd, o->dir, lock_fd);
+    if (c.other[0] && !o->adopt) {
         fprintf(stderr, MK_NAME ": %s: directory is not empty (it holds '%s'); refusing to "
-                        "format it\n", o->dir, c.other);
+                        "format it (--adopt formats it and keeps its files)\n", o->dir, c.other);
         return MK_EXIT_FAIL;
     }
     return MK_CONTINUE;
@@ -196,18 +230,336 @@ static int mk_format(int dirfd, const mk_options *o)
     return MK_EXIT_OK;
 }
 
+/* ---- --compress-existing ---- */
+
+typedef struct {
+    int dirfd;
+    const char *dir;
+    eng_ctx *eng;
+    ff_env *env;
+    uint8_t *buf;                      /* MK_CHUNK bytes */
+    int bar, bar_shown;
+    struct timespec last_bar;
+    uint64_t total_bytes, done_bytes;
+    uint64_t converted, own, links, stale, failed, bytes_in, bytes_out;
+} mk_conv;
+
+static void mk_bar_clear(mk_conv *c)
+{
+    if (c->bar_shown)
+        fputs("\r\033[K", stderr);
+    c->bar_shown = 0;
+}
+
+static void mk_bar(mk_conv *c, int force)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (now.tv_sec - c->last_bar.tv_sec) * 1000 +
+              (now.tv_nsec - c->last_bar.tv_nsec) / 1000000;
+    if (!c->bar || (!force && c->bar_shown && ms < 100))
+        return;
+    c->last_bar = now;
+    int width = 40;
+    int fill = c->total_bytes ? (int)(c->done_bytes * (double)width / (double)c->total_bytes) : width;
+    fill = fill > width ? width : fill;
+    fprintf(stderr, "\r[%.*s%*s] %llu/%llu MiB, %llu files", fill,
+            "########################################", width - fill, "",
+            (unsigned long long)(c->done_bytes >> 20), (unsigned long long)(c->total_bytes >> 20),
+            (unsigned long long)c->converted);
+    c->bar_shown = 1;
+}
+
+__attribute__((format(printf, 3, 4))) static void mk_note(mk_conv *c, const char *rel,
+                                                          const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    mk_bar_clear(c);
+    fprintf(stderr, MK_NAME ": %s/%s: %s\n", c->dir, rel, line);
+}
+
+/* 1 for a file in the format (or of a newer one), 0 for a foreign file, -errno. A file that is
+ * foreign only because its marker is damaged is left for fsck.fpgalz4fs (2). */
+static int mk_classify(int fd, const struct stat *st)
+{
+    uint8_t h[FMT_MARKER_LEN];
+    fmt_marker m;
+    if ((uint64_t)st->st_size >= FMT_MARKER_LEN) {
+        int rc = fmt_pread_all(fd, h, sizeof(h), 0);
+        if (rc < 0)
+            return rc;
+        if (fmt_marker_decode(h, sizeof(h), &m) != FMT_ERR_FOREIGN)
+            return 1;
+    }
+    chk_result r;
+    int rc = chk_file(fd, CHK_CHECK, NULL, NULL, &r);
+    return rc < 0 ? rc : r.kind == CHK_OWN ? 2 : 0;
+}
+
+/* Stale temporaries of an interrupted run, and the bytes to convert (for the progress bar). */
+static int mk_survey(void *ctx, int dirfd, const char *name, const char *rel,
+                     const struct stat *st)
+{
+    mk_conv *c = ctx;
+    if (!st)
+        return 0;
+    if (chk_is_convert_name(name)) {
+        if (unlinkat(dirfd, name, 0) == 0)
+            c->stale++;
+        else
+            mk_note(c, rel, "cannot remove a stale temporary: %s", strerror(errno));
+        return 0;
+    }
+    if (st->st_nlink == 1)
+        c->total_bytes += (uint64_t)st->st_size;
+    return 0;
+}
+
+/* Copies the logical content of src into f, skipping holes (they become zero blocks). */
+static int mk_copy(mk_conv *c, int src, ff_file *f, uint64_t size)
+{
+    uint64_t off = 0;
+    while (off < size) {
+        off_t data = lseek(src, (off_t)off, SEEK_DATA), hole;
+        if (data < 0 && errno == ENXIO)
+            break;
+        if (data < 0)
+            data = (off_t)off, hole = (off_t)size;          /* no SEEK_DATA: all data */
+        else if ((hole = lseek(src, data, SEEK_HOLE)) < 0)
+            hole = (off_t)size;
+        for (uint64_t pos = (uint64_t)data; pos < (uint64_t)hole;) {
+            size_t want = (uint64_t)hole - pos < MK_CHUNK ? (size_t)((uint64_t)hole - pos) : MK_CHUNK;
+            ssize_t n = pread(src, c->buf, want, (off_t)pos);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return n < 0 ? -errno : -EIO;              /* shrank under us */
+            int rc = ff_write(f, c->buf, (size_t)n, (off_t)pos);
+            if (rc < 0)
+                return rc;
+            pos += (uint64_t)n;
+            c->done_bytes += (uint64_t)n;
+            mk_bar(c, 0);
+        }
+        off = (uint64_t)hole;
+    }
+    c->done_bytes += size - off;
+    return ff_size(f) < size ? ff_truncate(f, (off_t)size) : 0;
+}
+
+static int mk_copy_xattrs(int src, int dst)
+{
+    ssize_t n = flistxattr(src, NULL, 0);
+    if (n <= 0)
+        return n < 0 && errno != ENOTSUP ? -errno : 0;
+    char *names = malloc((size_t)n);
+    int rc = names ? 0 : -ENOMEM;
+    if (rc == 0 && (n = flistxattr(src, names, (size_t)n)) < 0)
+        rc = -errno;
+    for (char *p = names; rc == 0 && p < names + (n > 0 ? n : 0); p += strlen(p) + 1) {
+        ssize_t len = fgetxattr(src, p, NULL, 0);
+        void *val = len >= 0 ? malloc(len ? (size_t)len : 1) : NULL;
+        if (len < 0 || !val)
+            rc = len < 0 ? -errno : -ENOMEM;
+        else if ((len = fgetxattr(src, p, val, (size_t)len)) < 0 ||
+                 fsetxattr(dst, p, val, (size_t)len, 0) < 0)
+            rc = -errno;
+        free(val);
+    }
+    free(names);
+    return rc;
+}
+
+/* Owner first (it clears set-id bits), then extended attributes (ACLs among them), the mode,
+ * the times (nothing writes the file after them) and a sync, before the rename. */
+static int mk_copy_meta(int src, int dst, const struct stat *st)
+{
+    struct timespec ts[2] = {st->st_atim, st->st_mtim};
+    if (fchown(dst, st->st_uid, st->st_gid) < 0)
+        return -errno;
+    int rc = mk_copy_xattrs(src, dst);
+    if (rc == 0 && fchmod(dst, st->st_mode & 07777) < 0)
+        rc = -errno;
+    if (rc == 0 && futimens(dst, ts) < 0)
+        rc = -errno;
+    if (rc == 0 && fsync(dst) < 0)
+        rc = -errno;
+    return rc;
+}
+
+static int mk_same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Writes the converted copy of src into the temporary tmp; -errno on failure. */
+static int mk_convert_into(mk_conv *c, int dirfd, const char *tmp, const char *rel, int src,
+                           const struct stat *st, uint64_t *stored)
+{
+    int out = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0)
+        return -errno;
+    int keep = dup(out), rc;
+    ff_file *f = NULL;
+    if (keep < 0) {
+        rc = -errno;
+        close(out);
+        return rc;
+    }
+    rc = ff_create(c->env, out, rel, &f);          /* owns out from here */
+    if (rc == 0) {
+        rc = mk_copy(c, src, f, (uint64_t)st->st_size);
+        int rc2 = ff_release(f);
+        rc = rc < 0 ? rc : rc2;
+    }
+    struct stat now, done;
+    if (rc == 0)
+        rc = mk_copy_meta(src, keep, st);
+    if (rc == 0 && fstat(src, &now) == 0 && !mk_same_file(st, &now))
+        rc = -EBUSY;
+    if (rc == 0 && fstat(keep, &done) == 0)
+        *stored = (uint64_t)done.st_size;
+    close(keep);
+    return rc;
+}
+
+static int mk_convert(void *ctx, int dirfd, const char *name, const char *rel,
+                      const struct stat *st)
+{
+    mk_conv *c = ctx;
+    char tmp[64];
+    uint64_t stored = 0;
+    if (!st) {
+        mk_note(c, rel, "cannot read directory: %s", strerror(errno));
+        c->failed++;
+        return 0;
+    }
+    if (chk_is_convert_name(name))
+        return 0;
+    int src = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    int kind = src < 0 ? -errno : mk_classify(src, st);
+    if (kind != 0 || st->st_nlink > 1) {
+        if (kind < 0)
+            mk_note(c, rel, "cannot read: %s", strerror(-kind)), c->failed++;
+        else if (kind == 2)
+            mk_note(c, rel, "looks like an own file with a damaged marker: not converted (run "
+                    "fsck.fpgalz4fs -y)"), c->failed++;
+        else if (kind == 1)
+            c->own++;
+        else
+            mk_note(c, rel, "has %llu hard links: not converted (a rename would split them)",
+                    (unsigned long long)st->st_nlink), c->links++;
+        if (src >= 0)
+            close(src);
+        c->done_bytes += st->st_nlink == 1 ? (uint64_t)st->st_size : 0;
+        return 0;
+    }
+    /* the directory's times go back too: a conversion is not a change of its entries */
+    struct stat dir_st;
+    int dir_times = fstat(dirfd, &dir_st) == 0;
+    chk_convert_name((uint64_t)st->st_ino, tmp, sizeof(tmp));
+    int rc = mk_convert_into(c, dirfd, tmp, rel, src, st, &stored);
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+        rc = -errno;
+    if (rc < 0)
+        unlinkat(dirfd, tmp, 0);
+    if (dir_times) {
+        struct timespec ts[2] = {dir_st.st_atim, dir_st.st_mtim};
+        (void)futimens(dirfd, ts);
+    }
+    if (rc == 0)
+        (void)fsync(dirfd);
+    close(src);
+    if (rc < 0) {
+        mk_note(c, rel, rc == -EBUSY ? "changed while being converted: left as it was"
+                                      : "not converted (left as it was): %s", strerror(-rc));
+        c->failed++;
+        return 0;
+    }
+    c->converted++;
+    c->bytes_in += (uint64_t)st->st_size, c->bytes_out += stored;
+    return 0;
+}
+
+static int mk_conv_open(mk_conv *c, const sb_super *sb)
+{
+    char err[256];
+    eng_config cfg = {.backend = ENG_BACKEND_SW, .block_size = sb->block_size};
+    eng_ctx *eng = c->eng = eng_open(&cfg, err, sizeof(err));
+    if (!eng) {
+        fprintf(stderr, MK_NAME ": cannot open the compression engine: %s\n", err);
+        return -1;
+    }
+    ff_options opt = {.read_only = 0, .mem_bytes = MK_MEM};
+    c->env = ff_env_new(eng, sb, &opt, NULL);
+    c->buf = malloc(MK_CHUNK);
+    if (!c->env || !c->buf) {
+        free(c->buf);
+        ff_env_free(c->env);
+        eng_close(eng);
+        fprintf(stderr, MK_NAME ": out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int mk_compress_existing(int dirfd, const char *dir, int *lock_fd)
+{
+    sb_super sb;
+    sb_error e = *lock_fd >= 0 ? SB_OK : sb_lock(dirfd, lock_fd);
+    if (e == SB_ERR_MISSING)
+        return mk_fail(dir, "not a fpgalz4fs store (--adopt --compress-existing formats it "
+                            "first)");
+    if (e == SB_ERR_LOCKED)
+        return mk_fail(dir, "store is in use by a mounted daemon");
+    if (e == SB_OK)
+        e = sb_read(dirfd, &sb);
+    if (e != SB_OK) {
+        fprintf(stderr, MK_NAME ": %s: %s\n", dir, e == SB_ERR_IO ? strerror(errno)
+                                                  : sb_error_name(e));
+        return MK_EXIT_FAIL;
+    }
+    mk_conv c = {.dirfd = dirfd, .dir = dir, .bar = isatty(STDERR_FILENO)};
+    chk_walk(dirfd, mk_survey, &c);
+    if (mk_conv_open(&c, &sb) < 0)
+        return MK_EXIT_FAIL;
+    chk_walk(dirfd, mk_convert, &c);
+    mk_bar_clear(&c);
+    free(c.buf);
+    ff_env_free(c.env);
+    eng_close(c.eng);
+    printf(MK_NAME ": %s: converted %llu files (%llu bytes, now %llu stored), %llu already in "
+           "the format, %llu hard-linked skipped, %llu failed, %llu stale temporaries removed\n",
+           dir, (unsigned long long)c.converted, (unsigned long long)c.bytes_in,
+           (unsigned long long)c.bytes_out, (unsigned long long)c.own,
+           (unsigned long long)c.links, (unsigned long long)c.failed,
+           (unsigned long long)c.stale);
+    return c.failed ? MK_EXIT_FAIL : MK_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     mk_options o = {.block_size = 1u << 20, .force = 0, .dir = NULL};
-    int status = mk_parse_args(argc, argv, &o);
+    int status = mk_parse_args(argc, argv, &o), lock_fd = -1;
     if (status != MK_CONTINUE)
         return status;
     int dirfd = mk_open_dir(o.dir);
     if (dirfd < 0)
         return MK_EXIT_FAIL;
-    status = mk_check(dirfd, &o);
-    if (status == MK_CONTINUE)
+    if (!o.compress || o.adopt)
+        status = mk_check(dirfd, &o, &lock_fd);
+    if (status == MK_CONTINUE && (!o.compress || o.adopt))
         status = mk_format(dirfd, &o);
-    close(dirfd);   /* a store lock taken by mk_check is released as the process exits */
+    if ((status == MK_CONTINUE || status == MK_EXIT_OK) && o.compress)
+        status = mk_compress_existing(dirfd, o.dir, &lock_fd);
+    if (lock_fd >= 0)
+        close(lock_fd);
+    close(dirfd);
     return status;
 }

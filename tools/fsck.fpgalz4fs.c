@@ -1,0 +1,321 @@
+/* fsck.fpgalz4fs: checks every backing file of an unmounted store and repairs what can be
+ * repaired (fs/chk.c does the work; docs/TOOLS.md has the rules and the exit codes).
+ *
+ * It holds the store lock for the whole run, so it never runs beside a daemon. Findings go to
+ * stdout, one line each prefixed with the file's path; the summary is the last line. */
+#include "chk.h"
+#include "sb.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FK_NAME "fsck.fpgalz4fs"
+#define FK_USAGE "usage: " FK_NAME " [-n|-y] [-v] DIR"
+
+/* Exit status bits, as e2fsck's. */
+enum { FK_CLEAN = 0, FK_CORRECTED = 1, FK_LEFT = 4, FK_OPERATIONAL = 8, FK_USAGE_ERR = 16,
+       FK_CONTINUE = -1 };
+
+typedef struct {
+    int no, yes, verbose;
+    const char *dir;
+} fk_options;
+
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+} fk_inode;
+
+typedef struct {
+    const fk_options *o;
+    chk_mode mode;
+    int ask;                           /* interactive: check, then ask before repairing */
+    int bar;                           /* progress bar on stderr */
+    uint64_t total, done;
+    struct timespec last_bar;
+    const char *rel;                   /* file being checked, for the lines chk says */
+    int bar_shown;
+    uint64_t own, foreign, newer, repaired, to_repair, unrepairable, bad_blocks, failed;
+    fk_inode *seen;                    /* hard-linked files already checked */
+    size_t n_seen, cap_seen;
+    int status;
+} fk_state;
+
+static void fk_help(void)
+{
+    printf(FK_USAGE "\n"
+           "Checks every backing file of the fpgalz4fs store DIR (unmounted) and repairs\n"
+           "what can be repaired.\n"
+           "\n"
+           "  -n          check only, write nothing\n"
+           "  -y          repair everything repairable without asking\n"
+           "              (neither: ask on a terminal, otherwise repair only what the\n"
+           "              daemon would repair by itself at open)\n"
+           "  -v          name every file checked\n"
+           "  -h, --help  show this help\n"
+           "  --version   show the version\n"
+           "\n"
+           "Exit status: 0 clean, 1 errors corrected, 4 errors left, 8 operational error,\n"
+           "16 usage error (bits combined).\n");
+}
+
+static int fk_usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, FK_NAME ": %s%s%s%s (" FK_USAGE ")\n", what, arg ? " '" : "",
+            arg ? arg : "", arg ? "'" : "");
+    return FK_USAGE_ERR;
+}
+
+static int fk_parse_args(int argc, char **argv, fk_options *o)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "nyvh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n': o->no = 1; break;
+        case 'y': o->yes = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 'h': fk_help(); return FK_CLEAN;
+        case 'V': printf(FK_NAME " " FPGALZ4FS_VERSION "\n"); return FK_CLEAN;
+        default: {
+            char text[3] = {'-', (char)optopt, '\0'};
+            return fk_usage_error("unknown option", optopt ? text : argv[optind - 1]);
+        }
+        }
+    }
+    if (o->no && o->yes)
+        return fk_usage_error("-n and -y exclude each other", NULL);
+    if (optind == argc)
+        return fk_usage_error("missing DIR", NULL);
+    if (optind + 1 < argc)
+        return fk_usage_error("too many arguments, from", argv[optind + 1]);
+    o->dir = argv[optind];
+    return FK_CONTINUE;
+}
+
+/* ---- progress ---- */
+
+static void fk_bar_clear(fk_state *s)
+{
+    if (s->bar_shown)
+        fputs("\r\033[K", stderr);
+    s->bar_shown = 0;
+}
+
+static void fk_bar(fk_state *s)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (now.tv_sec - s->last_bar.tv_sec) * 1000 + (now.tv_nsec - s->last_bar.tv_nsec) / 1000000;
+    if (!s->bar || (s->bar_shown && ms < 100 && s->done < s->total))
+        return;
+    s->last_bar = now;
+    int width = 40, fill = s->total ? (int)(s->done * (uint64_t)width / s->total) : width;
+    fprintf(stderr, "\r[%.*s%*s] %llu/%llu files", fill, "########################################",
+            width - fill, "", (unsigned long long)s->done, (unsigned long long)s->total);
+    s->bar_shown = 1;
+}
+
+static int fk_count(void *ctx, int dirfd, const char *name, const char *rel,
+                    const struct stat *st)
+{
+    if (st)
+        ((fk_state *)ctx)->total++;
+    return 0;
+}
+
+/* ---- one file ---- */
+
+static void fk_say(void *ctx, const char *line)
+{
+    fk_state *s = ctx;
+    fk_bar_clear(s);
+    printf("%s/%s: %s\n", s->o->dir, s->rel, line);
+    fflush(stdout);
+}
+
+/* Hard links are one file: checked once. */
+static int fk_seen(fk_state *s, const struct stat *st)
+{
+    if (st->st_nlink < 2)
+        return 0;
+    for (size_t i = 0; i < s->n_seen; i++)
+        if (s->seen[i].dev == st->st_dev && s->seen[i].ino == st->st_ino)
+            return 1;
+    if (s->n_seen == s->cap_seen) {
+        size_t cap = s->cap_seen ? s->cap_seen * 2 : 16;
+        fk_inode *v = realloc(s->seen, cap * sizeof(*v));
+        if (!v)
+            return 0;
+        s->seen = v, s->cap_seen = cap;
+    }
+    s->seen[s->n_seen++] = (fk_inode){st->st_dev, st->st_ino};
+    return 0;
+}
+
+static int fk_ask(fk_state *s)
+{
+    char line[64];
+    fk_bar_clear(s);
+    printf("%s/%s: repair? [y/N] ", s->o->dir, s->rel);
+    fflush(stdout);
+    return fgets(line, sizeof(line), stdin) && (line[0] == 'y' || line[0] == 'Y');
+}
+
+static void fk_tally(fk_state *s, const chk_result *r)
+{
+    uint32_t left = r->found & ~r->fixed;
+    if (r->kind == CHK_FOREIGN)
+        s->foreign++;
+    else if (r->kind == CHK_NEWER)
+        s->newer++;
+    else
+        s->own++;
+    s->bad_blocks += r->bad_blocks;
+    if (r->fixed) {
+        s->repaired++;
+        s->status |= FK_CORRECTED;
+    }
+    if (left & CHK_P_UNREPAIRABLE)
+        s->unrepairable++;
+    if (left & ~CHK_P_UNREPAIRABLE)
+        s->to_repair++;
+    if (left)
+        s->status |= FK_LEFT;
+}
+
+static int fk_check_fd(fk_state *s, int fd, chk_mode mode, chk_result *r)
+{
+    int rc = chk_file(fd, mode, fk_say, s, r);
+    if (rc < 0) {
+        fk_bar_clear(s);
+        printf("%s/%s: cannot check: %s\n", s->o->dir, s->rel, strerror(-rc));
+    }
+    return rc;
+}
+
+static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
+                   const struct stat *st)
+{
+    fk_state *s = ctx;
+    chk_result r;
+    s->rel = rel;
+    if (!st) {
+        fk_bar_clear(s);
+        printf("%s/%s: cannot read directory: %s\n", s->o->dir, rel, strerror(errno));
+        s->failed++, s->status |= FK_OPERATIONAL;
+        return 0;
+    }
+    s->done++;
+    fk_bar(s);
+    if (fk_seen(s, st))
+        return 0;
+    int writable = s->mode != CHK_CHECK || s->ask;
+    int fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NOCTTY |
+                    O_CLOEXEC);
+    if (fd < 0) {
+        fk_bar_clear(s);
+        printf("%s/%s: cannot open: %s\n", s->o->dir, rel, strerror(errno));
+        s->failed++, s->status |= FK_OPERATIONAL;
+        return 0;
+    }
+    int rc = fk_check_fd(s, fd, s->ask ? CHK_CHECK : s->mode, &r);
+    if (rc == 0 && s->ask && (r.found & ~CHK_P_UNREPAIRABLE) && fk_ask(s))
+        rc = fk_check_fd(s, fd, CHK_REPAIR, &r);
+    close(fd);
+    if (rc < 0) {
+        s->failed++, s->status |= FK_OPERATIONAL;
+        return 0;
+    }
+    if (s->o->verbose && !r.found) {
+        fk_bar_clear(s);
+        printf("%s/%s: %s, clean\n", s->o->dir, rel, r.kind == CHK_OWN ? "own"
+                                                      : r.kind == CHK_NEWER ? "newer format"
+                                                                            : "foreign");
+    }
+    fk_tally(s, &r);
+    return 0;
+}
+
+/* ---- the store ---- */
+
+static int fk_fail(const char *dir, const char *what)
+{
+    fprintf(stderr, FK_NAME ": %s: %s\n", dir, what);
+    return FK_OPERATIONAL;
+}
+
+/* Takes the lock the daemon holds while mounted, then reads the superblock. */
+static int fk_open_store(const char *dir, int *dirfd, int *lock_fd)
+{
+    sb_super sb;
+    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*dirfd < 0)
+        return fk_fail(dir, errno == ENOENT ? "no such directory" : strerror(errno));
+    sb_error e = sb_lock(*dirfd, lock_fd);
+    if (e == SB_ERR_MISSING)
+        return fk_fail(dir, "not a fpgalz4fs store (no superblock .fpgalz4fs)");
+    if (e == SB_ERR_LOCKED)
+        return fk_fail(dir, "store is in use (mounted, or another tool holds it); unmount it "
+                            "first");
+    if (e != SB_OK)
+        return fk_fail(dir, e == SB_ERR_IO ? strerror(errno) : sb_error_name(e));
+    e = sb_read(*dirfd, &sb);
+    if (e == SB_ERR_NEWER)
+        return fk_fail(dir, "store has a newer format version than this build; not checking it");
+    if (e != SB_OK) {
+        fprintf(stderr, FK_NAME ": %s: superblock: %s (mkfpgalz4fs --force writes a new one "
+                "and keeps every file)\n", dir, e == SB_ERR_IO ? strerror(errno) : sb_error_name(e));
+        return FK_OPERATIONAL;
+    }
+    return FK_CONTINUE;
+}
+
+static void fk_summary(const fk_state *s)
+{
+    fk_bar_clear((fk_state *)s);
+    printf(FK_NAME ": %s: %llu files (%llu own, %llu foreign, %llu newer format), %llu repaired, "
+           "%llu to repair, %llu unrepairable, %llu bad blocks, %llu not checked\n", s->o->dir,
+           (unsigned long long)(s->own + s->foreign + s->newer), (unsigned long long)s->own,
+           (unsigned long long)s->foreign, (unsigned long long)s->newer,
+           (unsigned long long)s->repaired, (unsigned long long)s->to_repair,
+           (unsigned long long)s->unrepairable, (unsigned long long)s->bad_blocks,
+           (unsigned long long)s->failed);
+}
+
+int main(int argc, char **argv)
+{
+    fk_options o = {0};
+    int status = fk_parse_args(argc, argv, &o);
+    if (status != FK_CONTINUE)
+        return status;
+    int dirfd = -1, lock_fd = -1;
+    status = fk_open_store(o.dir, &dirfd, &lock_fd);
+    if (status != FK_CONTINUE) {
+        if (dirfd >= 0)
+            close(dirfd);
+        return status;
+    }
+    fk_state s = {.o = &o, .bar = isatty(STDERR_FILENO)};
+    s.mode = o.no ? CHK_CHECK : o.yes ? CHK_REPAIR : CHK_PREEN;
+    s.ask = !o.no && !o.yes && isatty(STDIN_FILENO);
+    if (s.bar)
+        chk_walk(dirfd, fk_count, &s);
+    chk_walk(dirfd, fk_file, &s);
+    fk_summary(&s);
+    free(s.seen);
+    close(lock_fd);
+    close(dirfd);
+    return s.status;
+}
