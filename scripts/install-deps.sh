@@ -3,6 +3,15 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 liblz4-dev lz4 libxxhash-dev xxhash
       libcmocka-dev attr python3 util-linux psmisc xz-utils)
+# the benchmark driver's rivals and its plot: random I/O (fio), gnuplot without X
+pkgs+=(fio gnuplot-nox)
+# the man pages are checked with man -l and man -w (packaging/, t_package)
+pkgs+=(man-db)
+# the XRT backend plugin and its tests under XRT's noop shim (libxrt-dev brings libxrt1 with
+# libxrt_noop.so.2; xbutil for the docs' card checks)
+pkgs+=(libxrt-dev libxrt-utils)
+# the libFuzzer targets (tests/fuzz/): clang and its fuzzer runtime (libclang_rt.fuzzer)
+pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
