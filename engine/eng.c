@@ -183,11 +183,11 @@ static void eng_cu_busy(eng_ctx *eng, unsigned cu, int delta, uint64_t now)
         c->idle_since_ns = now;
 }
 
-/* Takes up to a brick's capacity of queued jobs. Called with the lock held. */
-static void eng_take_brick(eng_ctx *eng, eng_brick *b)
+/* Takes up to max queued jobs. Called with the lock held. */
+static void eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
 {
     b->n = 0;
-    while (eng->q_count > 0 && b->n < eng->capacity) {
+    while (eng->q_count > 0 && b->n < max) {
         b->tasks[b->n++] = eng->queue[eng->q_head];
         eng->q_head = (eng->q_head + 1) % ENG_QUEUE_JOBS;
         eng->q_count--;
@@ -195,16 +195,64 @@ static void eng_take_brick(eng_ctx *eng, eng_brick *b)
     pthread_cond_broadcast(&eng->room);
 }
 
+/* ---- brick copies: a GPU brick is tens of MiB, more than one core copies at card rates ---- */
+
+#define ENG_COPY_THREADS 8u
+#define ENG_COPY_ALONE (4u << 20)      /* below this many bytes one thread copies */
+
+typedef struct {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t len;
+} eng_copy;
+
+typedef struct {
+    const eng_copy *c;
+    uint32_t n;
+} eng_copy_part;
+
+static void *eng_copy_main(void *arg)
+{
+    const eng_copy_part *p = arg;
+    for (uint32_t i = 0; i < p->n; i++)
+        memcpy(p->c[i].dst, p->c[i].src, p->c[i].len);
+    return NULL;
+}
+
+/* Does the n copies on up to ENG_COPY_THREADS threads (this one included), split by count. */
+static void eng_copy_all(const eng_copy *c, uint32_t n, size_t bytes)
+{
+    uint32_t t = bytes < ENG_COPY_ALONE ? 1 : n < ENG_COPY_THREADS ? n : ENG_COPY_THREADS;
+    pthread_t th[ENG_COPY_THREADS];
+    eng_copy_part part[ENG_COPY_THREADS];
+    int started[ENG_COPY_THREADS] = {0};
+    for (uint32_t i = 0; i < t; i++) {
+        part[i] = (eng_copy_part){c + (size_t)n * i / t, n * (i + 1) / t - n * i / t};
+        if (i > 0)
+            started[i] = pthread_create(&th[i], NULL, eng_copy_main, &part[i]) == 0;
+    }
+    for (uint32_t i = 0; i < t; i++)
+        if (!started[i])               /* this thread's share, or one no thread took */
+            eng_copy_main(&part[i]);
+    for (uint32_t i = 1; i < t; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+}
+
 /* Copies the brick into the set's input buffer, plants the sentinel, starts the run. */
 static int eng_fill_and_start(eng_ctx *eng, unsigned cu, unsigned set, const eng_brick *b)
 {
     eng_bufset *bs = eng->ops->bufset(eng->dev, cu, set);
+    eng_copy c[ENG_MAX_BRICK];
+    size_t bytes = 0;
     for (uint32_t j = 0; j < b->n; j++) {
         const eng_job *job = b->tasks[j].job;
-        memcpy(bs->in + (size_t)j * eng->stride, job->src, job->len);
+        c[j] = (eng_copy){bs->in + (size_t)j * eng->stride, job->src, job->len};
+        bytes += job->len;
         bs->in_sizes[j] = job->len;
         bs->sizes[j] = ENG_SENTINEL;
     }
+    eng_copy_all(c, b->n, bytes);
     uint32_t input = (b->n - 1) * eng->stride + bs->in_sizes[b->n - 1];
     return eng->ops->start(eng->dev, cu, set, b->n, input);
 }
@@ -219,13 +267,19 @@ static int eng_check_and_copy(eng_ctx *eng, eng_bufset *bs, eng_brick *b)
         if (s == 0 || s == ENG_SENTINEL || s > eng->stride)
             return -EIO;
     }
+    eng_copy c[ENG_MAX_BRICK];
+    uint32_t n = 0;
+    size_t bytes = 0;
     for (uint32_t j = 0; j < b->n; j++) {
         eng_job *job = b->tasks[j].job;
         uint32_t s = bs->sizes[j];
         job->out_len = s >= job->len ? job->len : s;
-        if (s < job->len)
-            memcpy(job->dst, bs->out + (size_t)j * eng->stride, s);
+        if (s < job->len) {
+            c[n++] = (eng_copy){job->dst, bs->out + (size_t)j * eng->stride, s};
+            bytes += s;
+        }
     }
+    eng_copy_all(c, n, bytes);
     return 0;
 }
 
@@ -293,7 +347,7 @@ static int eng_dispatch_one(eng_ctx *eng)
     eng_brick b;
     if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
         eng_slot *s = eng_slot_at(eng, cu, set);
-        eng_take_brick(eng, &s->brick);
+        eng_take_brick(eng, &s->brick, eng->capacity);
         s->in_flight = 1, s->started_ns = now, eng->slots_in_flight++;
         eng_cu_busy(eng, cu, +1, now);
         pthread_mutex_unlock(&eng->lock);
@@ -309,7 +363,8 @@ static int eng_dispatch_one(eng_ctx *eng)
     }
     if (eng->cfg.card_only && !resting)
         return 0;
-    eng_take_brick(eng, &b);
+    /* A card's brick may be tens of MiB: software takes a pool thread's share at a time. */
+    eng_take_brick(eng, &b, eng->capacity < ENG_SW_BRICK ? eng->capacity : ENG_SW_BRICK);
     if (eng_sw_try_add(eng->sw, &b)) {
         if (resting)
             eng->n.fallback_error++;
@@ -505,7 +560,7 @@ eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap)
         eng->cfg = *cfg;
     eng_defaults(&eng->cfg);
     eng->stride = eng->cfg.block_size;
-    eng->capacity = 8;                 /* the software pool's brick: one xilLz4Compress run */
+    eng->capacity = ENG_SW_BRICK;      /* the software pool's brick: one xilLz4Compress run */
     pthread_mutex_init(&eng->lock, NULL);
     pthread_cond_init(&eng->wake, NULL);
     pthread_cond_init(&eng->room, NULL);

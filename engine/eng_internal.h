@@ -8,7 +8,9 @@
 
 #include "eng.h"
 
-#define ENG_MAX_BRICK 64u              /* the largest brick capacity any backend may ask */
+#define ENG_MAX_BRICK 512u             /* the largest brick capacity any backend may ask (a
+                                          GPU wants tens of MiB: 512 blocks of 64 KiB) */
+#define ENG_SW_BRICK 8u                /* a software brick: one pool thread's share */
 
 typedef struct {
     eng_job *job;                      /* the caller's job */

@@ -1,0 +1,293 @@
+/* The CUDA backend: an NVIDIA GPU as the engine's card, in the plugin fpgalz4fs-cuda.so (the
+ * CUDA runtime is linked in statically, so the daemon itself needs no CUDA on the host).
+ *
+ * One GPU is one compute unit with n buffer sets (bufsets=, 2 by default). Each set owns,
+ * allocated once at open: a pinned host input, mapped pinned host outputs (bytes and sizes),
+ * the device buffers, the kernel's scratch, a stream and an event. A run is one stream's
+ * sequence: copy in (a copy engine), the kernel (kernels/cuda/), the drain that writes only
+ * the compressed bytes back into the mapped host output, then the event. Sets have their own
+ * streams, so brick k+1's copy in overlaps brick k's kernel and brick k-1's way back; the
+ * busy test is cudaEventQuery, which never blocks.
+ *
+ * Any CUDA error fails the run: the engine hands the brick to software and rests the card
+ * with back-off before its next start. An error that poisons the CUDA context (a kernel
+ * fault) is cleared at the next start by resetting the device and allocating again.
+ *
+ * A brick is up to CU_BRICK_BYTES of blocks: a GPU needs thousands of warps at once, one per
+ * 16 KiB sub-block, so 64 MiB (4096 warps) fills an H100's 132 SMs about one and a half
+ * times over, and two bricks in flight keep it full across a brick's tail.
+ *
+ * Tests only: FPGALZ4FS_CUDA_FAIL_EVERY=N makes every Nth run's launch invalid (a real CUDA
+ * launch error), to exercise the fallback. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "eng_internal.h"
+#include "krn_lz4_cuda.h"
+
+#define CU_BRICK_BYTES (64u << 20)
+#define CU_MAX_SETS 16u
+
+typedef struct {
+    eng_bufset bs;                     /* host side: in pinned; out and sizes mapped */
+    uint8_t *d_in, *d_out, *h_out_dev; /* h_out_dev: bs.out as the device sees it */
+    uint32_t *d_sizes, *d_in_sizes, *h_sizes_dev;
+    void *d_scratch;
+    cudaStream_t stream;
+    cudaEvent_t done;
+} cu_set;
+
+struct eng_dev_s {
+    int device;
+    uint32_t stride;
+    unsigned capacity, n_sets;
+    unsigned fail_every;               /* tests: every Nth run fails its launch; 0: never */
+    unsigned long runs;
+    int poisoned;                      /* the context saw a sticky error: reset before use */
+    cu_set sets[CU_MAX_SETS];
+};
+
+static int cu_fail(char *err, size_t err_cap, const char *what, cudaError_t e)
+{
+    snprintf(err, err_cap, "CUDA: %s: %s", what, cudaGetErrorString(e));
+    return -1;
+}
+
+static void cu_free_set(cu_set *s)
+{
+    if (s->done)
+        cudaEventDestroy(s->done);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    cudaFreeHost(s->bs.in), cudaFreeHost(s->bs.out);
+    cudaFreeHost(s->bs.sizes), cudaFreeHost(s->bs.in_sizes);
+    cudaFree(s->d_in), cudaFree(s->d_out), cudaFree(s->d_sizes), cudaFree(s->d_in_sizes);
+    cudaFree(s->d_scratch);
+    memset(s, 0, sizeof(*s));
+}
+
+static int cu_alloc_set(struct eng_dev_s *d, cu_set *s, char *err, size_t err_cap)
+{
+    size_t bytes = (size_t)d->capacity * d->stride, idx = d->capacity * sizeof(uint32_t);
+    unsigned mapped = cudaHostAllocMapped | cudaHostAllocPortable;
+    cudaError_t e = cudaHostAlloc((void **)&s->bs.in, bytes + KRN_CUDA_PAD, cudaHostAllocPortable);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&s->bs.out, bytes, mapped);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&s->bs.sizes, idx, mapped);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&s->bs.in_sizes, idx, cudaHostAllocPortable);
+    if (e != cudaSuccess)
+        return cu_fail(err, err_cap, "pinned host buffers", e);
+    memset(s->bs.sizes, 0, idx);       /* a set polled across a reset fails the size check */
+    e = cudaHostGetDevicePointer((void **)&s->h_out_dev, s->bs.out, 0);
+    if (e == cudaSuccess)
+        e = cudaHostGetDevicePointer((void **)&s->h_sizes_dev, s->bs.sizes, 0);
+    if (e != cudaSuccess)
+        return cu_fail(err, err_cap, "mapping host buffers", e);
+    e = cudaMalloc((void **)&s->d_in, bytes + KRN_CUDA_PAD);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&s->d_out, bytes);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&s->d_sizes, idx);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&s->d_in_sizes, idx);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&s->d_scratch, krn_cuda_scratch_bytes(d->capacity, d->stride));
+    if (e != cudaSuccess)
+        return cu_fail(err, err_cap, "device buffers", e);
+    e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        return cu_fail(err, err_cap, "streams", e);
+    return 0;
+}
+
+static int cu_alloc_all(struct eng_dev_s *d, char *err, size_t err_cap)
+{
+    cudaError_t e = cudaSetDevice(d->device);
+    if (e != cudaSuccess)
+        return cu_fail(err, err_cap, "selecting the device", e);
+    for (unsigned i = 0; i < d->n_sets; i++)
+        if (cu_alloc_set(d, &d->sets[i], err, err_cap) != 0)
+            return -1;
+    return 0;
+}
+
+static void cu_close(eng_dev *d)
+{
+    if (cudaSetDevice(d->device) == cudaSuccess)
+        cudaDeviceSynchronize();
+    for (unsigned i = 0; i < CU_MAX_SETS; i++)
+        cu_free_set(&d->sets[i]);
+    free(d);
+}
+
+/* Why the device cannot be used with cfg, or 0. */
+static int cu_check_device(const eng_config *cfg, char *why, size_t cap)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return cu_fail(why, cap, "no usable GPU (driver or device missing)", e);
+    if (count == 0)
+        return snprintf(why, cap, "CUDA: no GPU on this host"), -1;
+    if (cfg->device >= (unsigned)count)
+        return snprintf(why, cap, "CUDA: device=%u, but this host has %d GPU(s)", cfg->device,
+                        count), -1;
+    return 0;
+}
+
+static eng_dev *cu_open(const eng_config *cfg, uint32_t stride, char *err, size_t err_cap)
+{
+    if (cu_check_device(cfg, err, err_cap) != 0)
+        return NULL;
+    if (cfg->cus > 1 || cfg->bufsets < 1 || cfg->bufsets > CU_MAX_SETS || stride % 16) {
+        snprintf(err, err_cap, "CUDA: a GPU is one compute unit (cus=1) with bufsets 1..%u",
+                 CU_MAX_SETS);
+        return NULL;
+    }
+    struct eng_dev_s *d = calloc(1, sizeof(*d));
+    if (!d) {
+        snprintf(err, err_cap, "CUDA: %s", strerror(ENOMEM));
+        return NULL;
+    }
+    d->device = (int)cfg->device;
+    d->stride = stride;
+    d->n_sets = cfg->bufsets;
+    d->capacity = CU_BRICK_BYTES / stride;
+    d->capacity = d->capacity < 1 ? 1 : d->capacity > ENG_MAX_BRICK ? ENG_MAX_BRICK : d->capacity;
+    const char *fe = getenv("FPGALZ4FS_CUDA_FAIL_EVERY");
+    d->fail_every = fe ? (unsigned)strtoul(fe, NULL, 10) : 0;
+    if (cu_alloc_all(d, err, err_cap) != 0) {
+        cu_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+static unsigned cu_n_cus(const eng_dev *d) { (void)d; return 1; }
+static unsigned cu_n_sets(const eng_dev *d) { return d->n_sets; }
+static unsigned cu_capacity(const eng_dev *d) { return d->capacity; }
+
+static eng_bufset *cu_bufset(eng_dev *d, unsigned cu, unsigned set)
+{
+    (void)cu;
+    return &d->sets[set].bs;
+}
+
+/* After a sticky error every call fails until the device is reset; the buffers go with it. */
+static int cu_recover(struct eng_dev_s *d)
+{
+    char err[256];
+    for (unsigned i = 0; i < CU_MAX_SETS; i++)
+        cu_free_set(&d->sets[i]);
+    cudaDeviceReset();
+    if (cu_alloc_all(d, err, sizeof(err)) != 0)
+        return -EIO;
+    d->poisoned = 0;
+    return 0;
+}
+
+/* Whether an error left the context unusable (a fault, not a refused launch). */
+static void cu_note_error(struct eng_dev_s *d)
+{
+    cudaGetLastError();
+    if (cudaDeviceSynchronize() != cudaSuccess)
+        d->poisoned = 1;
+}
+
+static int cu_start(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
+                    uint32_t input_size)
+{
+    (void)cu;
+    if (d->poisoned && cu_recover(d) != 0)
+        return -EIO;
+    cu_set *s = &d->sets[set];
+    int fail = d->fail_every && ++d->runs % d->fail_every == 0;
+    cudaError_t e = cudaMemcpyAsync(s->d_in, s->bs.in, input_size, cudaMemcpyHostToDevice,
+                                    s->stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(s->d_in_sizes, s->bs.in_sizes, n_blocks * sizeof(uint32_t),
+                            cudaMemcpyHostToDevice, s->stream);
+    if (e == cudaSuccess)
+        e = krn_cuda_compress(s->d_in, s->d_in_sizes, s->d_out, s->d_sizes, n_blocks, d->stride,
+                              s->d_scratch, s->stream, fail);
+    if (e == cudaSuccess)
+        e = krn_cuda_drain(s->d_out, s->d_sizes, s->d_in_sizes, s->h_out_dev, s->h_sizes_dev,
+                           n_blocks, d->stride, s->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(s->done, s->stream);
+    if (e == cudaSuccess)
+        return 0;
+    /* Work already queued on the stream must finish before the set is refilled. */
+    cudaStreamSynchronize(s->stream);
+    cu_note_error(d);
+    return -EIO;
+}
+
+static eng_run_state cu_poll(eng_dev *d, unsigned cu, unsigned set)
+{
+    (void)cu;
+    cudaError_t e = cudaEventQuery(d->sets[set].done);
+    if (e == cudaSuccess)
+        return ENG_RUN_DONE;
+    if (e == cudaErrorNotReady)
+        return ENG_RUN_RUNNING;
+    cu_note_error(d);
+    return ENG_RUN_ERROR;
+}
+
+static int cu_collect(eng_dev *d, unsigned cu, unsigned set)
+{
+    (void)d, (void)cu, (void)set;      /* the drain already wrote the mapped host buffers */
+    return 0;
+}
+
+/* A kernel cannot be cancelled: wait until the set's stream lets go of its buffers. */
+static void cu_abandon(eng_dev *d, unsigned cu, unsigned set)
+{
+    (void)cu;
+    if (cudaStreamSynchronize(d->sets[set].stream) != cudaSuccess)
+        cu_note_error(d);
+}
+
+static int cu_probe(const eng_config *cfg, char *why, size_t why_cap)
+{
+    if (cu_check_device(cfg, why, why_cap) != 0)
+        return 0;
+    struct cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, (int)cfg->device);
+    if (e != cudaSuccess)
+        return cu_fail(why, why_cap, "reading the device", e), 0;
+    snprintf(why, why_cap, "GPU %u: %s (sm_%d%d, %d SMs)", cfg->device, p.name, p.major,
+             p.minor, p.multiProcessorCount);
+    return 1;
+}
+
+static const eng_dev_ops cu_ops = {
+    .name = "cuda",
+    .open = cu_open,
+    .n_cus = cu_n_cus,
+    .n_sets = cu_n_sets,
+    .capacity = cu_capacity,
+    .bufset = cu_bufset,
+    .start = cu_start,
+    .poll = cu_poll,
+    .collect = cu_collect,
+    .abandon = cu_abandon,
+    .close = cu_close,
+};
+
+__attribute__((visibility("default"))) const eng_plugin fpgalz4fs_plugin = {
+    .abi = ENG_PLUGIN_ABI,
+    .config_size = sizeof(eng_config),
+    .name = "cuda",
+    .ops = &cu_ops,
+    .probe = cu_probe,
+};
