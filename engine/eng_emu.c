@@ -53,9 +53,13 @@ struct eng_dev_s {
     unsigned n_cus, n_sets;
     uint32_t stride;
     double card_bps, pcie_bps, error_rate, hang_rate;
+    uint64_t vanish_after;             /* runs before the card is gone (0: never) */
+    uint64_t runs;                     /* runs begun, under rng_lock */
     pthread_mutex_t rng_lock;
     uint64_t rng;                      /* xorshift state for fault injection */
-    int stopping;                      /* read under each compute unit's lock */
+    _Atomic int stopping;              /* read under each compute unit's lock, set once under
+                                          each in turn: atomic, since unit 1 may read it
+                                          while unit 0's lock is the one held for the store */
     emu_cu *cus;
 };
 
@@ -68,8 +72,19 @@ static double emu_random(struct eng_dev_s *d)
     return r;
 }
 
+/* A card pulled out of its slot: once vanish_after runs have begun, every run errors. */
+static int emu_vanished(struct eng_dev_s *d)
+{
+    pthread_mutex_lock(&d->rng_lock);
+    int gone = d->vanish_after && ++d->runs > d->vanish_after;
+    pthread_mutex_unlock(&d->rng_lock);
+    return gone;
+}
+
 static int emu_fault(struct eng_dev_s *d)
 {
+    if (emu_vanished(d))
+        return EMU_ERROR_STATE;
     if (d->hang_rate > 0 && emu_random(d) < d->hang_rate)
         return EMU_HANG;
     if (d->error_rate > 0 && emu_random(d) < d->error_rate)
@@ -188,6 +203,7 @@ static eng_dev *emu_open(const eng_config *cfg, uint32_t stride, char *err, size
     d->stride = stride;
     d->card_bps = cfg->emu_card_mbps * 1e6, d->pcie_bps = cfg->emu_pcie_mbps * 1e6;
     d->error_rate = cfg->emu_error_rate, d->hang_rate = cfg->emu_hang_rate;
+    d->vanish_after = cfg->emu_vanish_after;
     d->rng = cfg->emu_seed ? cfg->emu_seed : 0x9E3779B97F4A7C15ull;
     pthread_mutex_init(&d->rng_lock, NULL);
     if (d->n_cus > EMU_MAX_CUS || d->n_sets < 1 || d->n_sets > EMU_MAX_SETS) {
