@@ -129,6 +129,25 @@ static const struct fuse_opt dm_specs[] = {
     FUSE_OPT_KEY("debug", DM_KEY_DEBUG),
     FUSE_OPT_KEY("ro", DM_KEY_RO),
     FUSE_OPT_KEY("rw", DM_KEY_RW),
+    /* What mount(8) and fstab may pass that libfuse does not know: access-time policy is
+     * the kernel's for a FUSE mount, and the rest concern mount(8) itself. */
+    FUSE_OPT_KEY("diratime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nodiratime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("relatime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("norelatime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("strictatime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("lazytime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nolazytime", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("iversion", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("noiversion", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("defaults", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("auto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("noauto", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("user", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("users", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nouser", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("nofail", FUSE_OPT_KEY_DISCARD),
+    FUSE_OPT_KEY("_netdev", FUSE_OPT_KEY_DISCARD),
     FUSE_OPT_END,
 };
 
@@ -164,7 +183,9 @@ static void dm_usage(FILE *out)
             "\n"
             "Standard mount and FUSE options pass through, among them:\n"
             "  ro, rw, allow_other, allow_root, default_permissions (always on), dev, nodev,\n"
-            "  suid, nosuid, exec, noexec, atime, noatime, relatime, sync, async, dirsync,\n"
+            "  suid, nosuid, exec, noexec, atime, noatime, sync, async, dirsync,\n"
+            "  (relatime, strictatime, lazytime, nodiratime, defaults, auto, noauto, user,\n"
+            "  nofail, _netdev are accepted and ignored: the kernel keeps access times)\n"
             "  auto_unmount, fsname=NAME, subtype=NAME\n");
 }
 

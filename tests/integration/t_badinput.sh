@@ -184,6 +184,15 @@ check "a missing mountpoint is refused" refused "" "$BACKING" "$WS/no/such/mnt"
 check "mkfpgalz4fs refuses a non-empty dir" _lib_negate "$MKFS" "$WS/plain"
 check "mkfpgalz4fs refuses an existing store" _lib_negate "$MKFS" "$BACKING"
 
+# ---------------------------------------------------------------- what mount(8) passes
+# fstab and mount.fuse3 pass options libfuse does not know: the daemon must accept them.
+mount_with() {
+    mount_store "$1" && test "$(ls -A "$MNT")" = "" && umount_store
+}
+for o in relatime,nodiratime strictatime,lazytime defaults,nofail,_netdev noauto,user rw,noatime,nodev,nosuid; do
+    check "mount with -o $o" mount_with "$o"
+done
+
 # ---------------------------------------------------------------- one daemon per store
 if check "mount" mount_store; then
     FIRST_PID=$DAEMON_PID
