@@ -59,7 +59,8 @@ struct ff_env_s {
     sb_super sb;                       /* block size and UUID for new files */
     uint8_t *zeros;                    /* FF_MAX_BLOCK zero bytes (never touched: no RSS) */
     _Atomic uint64_t next_id;          /* names files in the cache */
-    _Atomic uint64_t dirty_bytes;      /* memory held by dirty blocks of every file */
+    _Atomic uint64_t dirty_bytes;      /* memory held by dirty blocks of every file and by
+                                          compressed outputs in flight */
     ff_counters n;
 };
 
@@ -317,6 +318,9 @@ static int ff_empty(ff_file *f)
         return rc;
     for (uint64_t i = 0; i < f->n_blocks; i++)
         ff_drop_buf(f, &f->blk[i]);
+    /* New frames start again right after the marker, at the very offsets that name the old
+     * blocks in the cache: without this a read could get an old block's decoded bytes. */
+    bc_forget_file(f->env->cache, f->id);
     f->size = f->n_blocks = f->n_stored = 0;
     f->rewrite_min = UINT64_MAX;
     f->n_pending = 0;
@@ -366,18 +370,24 @@ struct ff_plan_s {
     uint64_t size;                     /* logical size the seek table records */
     fmt_trailer t;                     /* the new seek table with its intents */
     uint64_t pos;                      /* where the next bytes go */
-    uint8_t *stage;                    /* one frame, wrapped, before it is written */
+    uint8_t *stage;                    /* one frame, wrapped, before it is written: held only
+                                          while frames are written, not while the engine
+                                          compresses, so bricks in flight cost no more */
+    size_t stage_cap;                  /* bytes the largest frame of this plan may need */
+    int planned;                       /* ff_plan succeeded: a failure may leave bytes to cut */
     int visible;                       /* frames are written revealed: nothing is retired */
     uint32_t comp_stride;              /* eng_bound(longest block of the plan) */
     eng_job *jobs;                     /* one per changed block, compressed by the engine */
     uint8_t *comp;                     /* the jobs' outputs, comp_stride apart */
+    uint64_t comp_bytes;               /* their size, counted in the env's dirty_bytes */
     uint32_t *job_at;                  /* block i - s -> its job, or UINT32_MAX */
     uint32_t n_jobs;
     eng_ticket ticket;                 /* the jobs in the engine */
 };
 
-static void ff_plan_free(ff_commit_plan *p)
+static void ff_plan_free(ff_env *env, ff_commit_plan *p)
 {
+    env->dirty_bytes -= p->comp_bytes;
     free(p->stage);
     free(p->jobs);
     free(p->comp);
@@ -445,6 +455,10 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
     p->comp = malloc((size_t)(p->n_jobs ? p->n_jobs : 1) * p->comp_stride);
     if (!p->comp)
         return -ENOMEM;
+    /* Outputs in flight count against the same budget as dirty blocks, so that many
+     * streaming writers commit (and wait) before memory outgrows mem_mb. */
+    p->comp_bytes = (uint64_t)p->n_jobs * p->comp_stride;
+    f->env->dirty_bytes += p->comp_bytes;
     for (uint64_t i = p->s; i < p->end; i++) {
         uint32_t j = p->job_at[i - p->s];
         if (j != UINT32_MAX)
@@ -550,16 +564,19 @@ static int ff_write_frame(ff_file *f, ff_commit_plan *p, uint64_t a, uint64_t b)
 static int ff_write_frames(ff_file *f, ff_commit_plan *p)
 {
     uint64_t i = p->s;
-    while (i < p->end) {
+    int rc = 0;
+    if (p->end > p->s && !(p->stage = malloc(p->stage_cap)))
+        return -ENOMEM;
+    while (rc == 0 && i < p->end) {
         uint64_t b = i + FF_FRAME_MAX_BLOCKS < p->end ? i + FF_FRAME_MAX_BLOCKS : p->end;
         if (b == p->end && ff_blen(f, b - 1) < f->bs && b - 1 > i)
             b--;
-        int rc = ff_write_frame(f, p, i, b);
-        if (rc < 0)
-            return rc;
+        rc = ff_write_frame(f, p, i, b);
         i = b;
     }
-    return 0;
+    free(p->stage);
+    p->stage = NULL;
+    return rc;
 }
 
 static int ff_plan_zero_template(ff_file *f, const ff_commit_plan *p)
@@ -593,11 +610,9 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     uint64_t n = p->end > p->s ? p->end - p->s : 1;
     uint32_t longest = n > 1 ? f->bs : (uint32_t)ff_blen(f, p->s < f->n_blocks ? p->s : 0);
     p->comp_stride = eng_bound(longest ? longest : 1);
-    p->stage = malloc(8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
-                      (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
-                          (p->comp_stride + FMT_BLOCK_OVERHEAD));
-    if (!p->stage)
-        return -ENOMEM;
+    p->stage_cap = 8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
+                   (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
+                       (p->comp_stride + FMT_BLOCK_OVERHEAD);
     int rc = ff_plan_retire(f, p);
     /* A frame that replaces nothing and follows only revealed frames can be written
      * revealed: a crash before the seek table leaves it to the scan of the next open, which
@@ -606,7 +621,10 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
      * does anything after their hidden frames, which a scan would skip. */
     p->visible = p->t.n_retire == 0 && f->n_pending == 0 && f->n_batches == 0 &&
                  pressure != FF_COMMIT_STREAM;
-    return rc == 0 ? ff_plan_zero_template(f, p) : rc;
+    if (rc == 0)
+        rc = ff_plan_zero_template(f, p);
+    p->planned = rc == 0;
+    return rc;
 }
 
 static int ff_write_trailer(ff_file *f, ff_commit_plan *p)
@@ -700,9 +718,9 @@ static void ff_commit_failed(ff_file *f, int rc)
                   strerror(errno));
 }
 
-static void ff_batch_drop(ff_commit_plan *p)
+static void ff_batch_drop(ff_env *env, ff_commit_plan *p)
 {
-    ff_plan_free(p);
+    ff_plan_free(env, p);
     free(p);
 }
 
@@ -728,13 +746,13 @@ static int ff_batch_finish_one(ff_file *f)
     if (rc == 0)
         ff_adopt(f, p);
     ff_restore_mtime(f);
-    ff_batch_drop(p);
+    ff_batch_drop(f->env, p);
     if (rc < 0) {
         ff_commit_failed(f, rc);
         while (f->n_batches) {
             p = ff_batch_pop(f);
             eng_wait(f->env->eng, &p->ticket);
-            ff_batch_drop(p);
+            ff_batch_drop(f->env, p);
         }
     }
     return rc;
@@ -763,7 +781,7 @@ static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
 {
     ff_commit_plan *batch = malloc(sizeof(*batch));
     if (!batch) {
-        ff_plan_free(p);
+        ff_plan_free(f->env, p);
         return -ENOMEM;
     }
     *batch = *p;
@@ -771,7 +789,7 @@ static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
     batch->visible = 0;
     int rc = ff_submit(f, batch);
     if (rc < 0) {
-        ff_batch_drop(batch);
+        ff_batch_drop(f->env, batch);
         return rc;
     }
     f->batches[f->n_batches++] = batch;
@@ -781,8 +799,12 @@ static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
 static int ff_commit(ff_file *f, int durable, int pressure)
 {
     int full = !pressure || durable || f->rewrite_min < f->n_stored;
+    /* Over budget, a writer first ends its oldest brick in flight: that is what frees
+     * memory, where starting another would take more. */
+    int over = f->env->dirty_bytes > f->env->opt.mem_bytes / 2;
     int rc = full ? ff_batch_finish(f)
-                  : f->n_batches == FF_MAX_BATCHES ? ff_batch_finish_one(f) : 0;
+             : f->n_batches == FF_MAX_BATCHES || (over && f->n_batches) ? ff_batch_finish_one(f)
+                                                                        : 0;
     if (rc < 0)
         return rc;
     if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0)
@@ -793,7 +815,7 @@ static int ff_commit(ff_file *f, int durable, int pressure)
     rc = ff_plan(f, &p, pressure);
     int stream = !full && p.t.n_retire == 0;
     if (rc == 0 && stream && (p.end <= p.s || p.end < f->n_stored)) {
-        ff_plan_free(&p);              /* nothing whole to stream yet */
+        ff_plan_free(f->env, &p);              /* nothing whole to stream yet */
         return 0;
     }
     if (rc == 0 && stream)
@@ -811,11 +833,11 @@ static int ff_commit(ff_file *f, int durable, int pressure)
             lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", f->name,
                       strerror(-flipped));
         rc = flipped < 0 ? flipped : 0;
-    } else if (p.stage) {
+    } else if (p.planned) {
         ff_commit_failed(f, rc);
     }
     ff_restore_mtime(f);
-    ff_plan_free(&p);
+    ff_plan_free(f->env, &p);
     return rc;
 }
 
