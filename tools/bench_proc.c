@@ -1,0 +1,250 @@
+/* bench_proc: child processes, mounts, and the clean-up that must happen even when the run
+ * is interrupted: a benchmark left mounted or with a gigabyte of temporary files behind is
+ * worse than no benchmark. */
+#include "bench.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define BN_MOUNT_WAIT_S 30.0
+#define BN_UMOUNT_WAIT_S 120.0
+#define BN_MAX_MOUNTS 8
+
+/* ---- the clean-up registry ----
+ * Process-wide on purpose: a signal handler can reach nothing else. Filled before any
+ * mount or directory exists, read only by bn_cleanup_now. */
+
+static struct {
+    bn_mount *mounts[BN_MAX_MOUNTS];
+    char workdir[BN_PATH];
+    volatile pid_t child;              /* the command running now: stopped first */
+    volatile sig_atomic_t done;
+} bn_reg;
+
+int bn_run(char *const argv[], const char *out, double *secs)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    double t0 = bn_clock(CLOCK_MONOTONIC);
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, BN_NAME ": cannot start %s: %s\n", argv[0], strerror(rc));
+        return -1;
+    }
+    bn_reg.child = pid;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    bn_reg.child = 0;
+    if (secs)
+        *secs = bn_clock(CLOCK_MONOTONIC) - t0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int bn_sh(const char *cmd)
+{
+    char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+    int rc = bn_run(argv, NULL, NULL);
+    if (rc != 0)
+        fprintf(stderr, BN_NAME ": '%s' failed (status %d)\n", cmd, rc);
+    return rc;
+}
+
+/* fork+exec+waitpid: async-signal-safe, so usable from the handler. */
+static void bn_exec_quiet(const char *prog, char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_RDWR);
+        if (fd >= 0) {
+            dup2(fd, 0), dup2(fd, 1), dup2(fd, 2);
+        }
+        execv(prog, argv);
+        _exit(127);
+    }
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+}
+
+static void bn_cleanup_one(bn_mount *m)
+{
+    char *fu[] = {"fusermount3", "-u", "-z", m->mnt, NULL};
+    char *um[] = {"umount", "-l", m->mnt, NULL};
+    if (m->pid <= 0)
+        return;
+    bn_exec_quiet("/usr/bin/fusermount3", fu);
+    bn_exec_quiet("/bin/fusermount3", fu);
+    bn_exec_quiet("/usr/bin/umount", um);
+    kill(m->pid, SIGKILL);
+    while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    m->pid = 0;
+}
+
+void bn_cleanup_now(void)
+{
+    if (bn_reg.done)
+        return;
+    bn_reg.done = 1;
+    if (bn_reg.child > 0) {
+        kill(bn_reg.child, SIGKILL);
+        while (waitpid(bn_reg.child, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    for (int i = 0; i < BN_MAX_MOUNTS; i++)
+        if (bn_reg.mounts[i])
+            bn_cleanup_one(bn_reg.mounts[i]);
+    if (bn_reg.workdir[0]) {
+        char *rm[] = {"rm", "-rf", "--one-file-system", bn_reg.workdir, NULL};
+        bn_exec_quiet("/bin/rm", rm);
+        bn_reg.workdir[0] = '\0';
+    }
+}
+
+static void bn_on_signal(int sig)
+{
+    static const char msg[] = BN_NAME ": interrupted; unmounting and removing the work "
+                                      "directory\n";
+    ssize_t w = write(2, msg, sizeof(msg) - 1);
+    (void)w;
+    bn_cleanup_now();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void bn_cleanup_init(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = bn_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    atexit(bn_cleanup_now);
+}
+
+void bn_cleanup_mount(bn_mount *m)
+{
+    for (int i = 0; i < BN_MAX_MOUNTS; i++)
+        if (bn_reg.mounts[i] == m || !bn_reg.mounts[i]) {
+            bn_reg.mounts[i] = m;
+            return;
+        }
+}
+
+void bn_cleanup_workdir(const char *dir)
+{
+    snprintf(bn_reg.workdir, sizeof(bn_reg.workdir), "%s", dir);
+}
+
+/* ---- mounts ---- */
+
+/* Whether MNT is a mount point now, from /proc/self/mountinfo (a stat could block on a
+ * daemon that is still starting). Our paths have no characters that mountinfo escapes. */
+static int bn_is_mounted(const char *mnt)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[2 * BN_PATH], a[64], b[64], c[64], d[BN_PATH], point[BN_PATH];
+    int found = 0;
+    if (!f)
+        return 0;
+    while (!found && fgets(line, sizeof(line), f))
+        if (sscanf(line, "%63s %63s %63s %4095s %4095s", a, b, c, d, point) == 5)
+            found = strcmp(point, mnt) == 0;
+    fclose(f);
+    return found;
+}
+
+static void bn_log_tail(const char *log)
+{
+    char cmd[BN_PATH + 64];
+    snprintf(cmd, sizeof(cmd), "tail -n 15 '%s' >&2", log);
+    bn_sh(cmd);
+}
+
+int bn_mount_up(bn_mount *m, const char *daemon, const char *opts)
+{
+    char o[BN_PATH + 512];
+    snprintf(o, sizeof(o), "%s%slog=%s", opts ? opts : "", opts && *opts ? "," : "", m->log);
+    char *argv[] = {(char *)daemon, m->backing, m->mnt, "-f", "-o", o, NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    bn_cleanup_mount(m);
+    int rc = posix_spawn(&m->pid, daemon, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        m->pid = 0;
+        fprintf(stderr, BN_NAME ": cannot start %s: %s\n", daemon, strerror(rc));
+        return -1;
+    }
+    for (double t0 = bn_clock(CLOCK_MONOTONIC); !bn_is_mounted(m->mnt);) {
+        int st;
+        if (waitpid(m->pid, &st, WNOHANG) == m->pid ||
+            bn_clock(CLOCK_MONOTONIC) - t0 > BN_MOUNT_WAIT_S) {
+            fprintf(stderr, BN_NAME ": the daemon did not mount %s (opts %s); its log:\n",
+                    m->mnt, o);
+            bn_log_tail(m->log);
+            bn_cleanup_one(m);
+            return -1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+int bn_mount_down(bn_mount *m)
+{
+    char *argv[] = {"fusermount3", "-u", m->mnt, NULL};
+    if (m->pid <= 0)
+        return 0;
+    int rc = bn_run(argv, NULL, NULL);
+    for (double t0 = bn_clock(CLOCK_MONOTONIC); rc == 0;) {
+        int st;
+        if (waitpid(m->pid, &st, WNOHANG) == m->pid) {
+            m->pid = 0;
+            return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+        }
+        if (bn_clock(CLOCK_MONOTONIC) - t0 > BN_UMOUNT_WAIT_S)
+            break;
+        usleep(10000);
+    }
+    fprintf(stderr, BN_NAME ": %s did not unmount cleanly; forcing it\n", m->mnt);
+    bn_cleanup_one(m);
+    return -1;
+}
+
+long bn_vm_kib(pid_t pid, const char *key)
+{
+    char path[64], line[256];
+    size_t klen = strlen(key);
+    long v = -1;
+    snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, key, klen) && line[klen] == ':') {
+            v = strtol(line + klen + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
