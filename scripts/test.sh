@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: a normal build, then one with AddressSanitizer and
-# UndefinedBehaviorSanitizer. Long forms of the randomized and crash tests: see README.
+# UndefinedBehaviorSanitizer, then a subset under ThreadSanitizer. Long forms of the
+# randomized and crash tests: see README.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 "$src/scripts/install-deps.sh"
@@ -12,5 +13,18 @@ BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAK
 # would only take longer to find nothing new.
 (cd "$src/build-asan" && ASAN_OPTIONS=detect_leaks=1 FPGALZ4FS_LINUX_TREE=0 \
     ctest --output-on-failure ${ASAN_CTEST_ARGS:-}) || status=1
+# Third pass: ThreadSanitizer over the threaded parts (engine, daemon under concurrent load),
+# short forms only (a few minutes on 2 cores). Reports of the daemon (in the background) go to
+# log files: any of them fails the pass. TSAN_CTEST_REGEX picks other tests.
+BUILD_DIR=$src/build-tsan "$src/scripts/build.sh" -DFPGALZ4FS_TSAN=ON
+tsan_logs=$src/build-tsan/tsan-logs
+rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
+(cd "$src/build-tsan" && FPGALZ4FS_LINUX_TREE=0 OPCHECK_OPS=1000 OPCHECK_SEEDS=1 \
+    TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$tsan_logs/tsan suppressions=$src/tests/tsan.supp" \
+    ctest --output-on-failure -R "${TSAN_CTEST_REGEX:-^(unit_test_eng|unit_test_engine_card|integration_t_basic|integration_t_opcheck|integration_t_race|fuzz_replay_.*)\$}") || status=1
+if ls "$tsan_logs"/tsan.* >/dev/null 2>&1; then
+    echo "ThreadSanitizer reports:" && cat "$tsan_logs"/tsan.*
+    status=1
+fi
 if [ $status -ne 0 ]; then echo "fpgalz4fs tests: FAILED"; else echo "fpgalz4fs tests: all passed"; fi
 exit $status

@@ -1,0 +1,210 @@
+/* Fuzz target: the format parser (fs/fmt.c) and the read-only open path of fs/ffile.c.
+ *
+ * The input is a whole backing file. It goes through the marker, frame header, trailer and
+ * frame-walk decoders, then is opened on a read-only mount (nothing written, no repair) and
+ * read block by block. A second pass repairs the trailer's checksum first, so that the
+ * mutations reach the seek table's parser instead of stopping at its XXH32.
+ *
+ * Invariants: decoders accept or refuse, never read outside the input; a trailer that
+ * parses re-encodes to the same table; a verifying walk finds a prefix of what a plain walk
+ * finds; a file that opens reads with success or EIO only, never more bytes than its size. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fmt.h"
+#include "fuzz_util.h"
+
+#define FF_READ_CAP (8u << 20)
+#define FF_MAX_BLOCK_CHECKS 256u
+
+static void fzf_check_header(const uint8_t *data, size_t size)
+{
+    uint32_t bs;
+    int has_csize, bsum, csum;
+    uint64_t csize;
+    size_t n = fmt_frame_header_parse(data, size, &bs, &has_csize, &csize, &bsum, &csum);
+    FZ_CHECK(n == 0 || (n >= 7 && n <= 19 && n <= size), "header length %zu of %zu", n, size);
+    if (n)
+        FZ_CHECK(fmt_bd_code(bs) != 0, "block size %u accepted", bs);
+}
+
+/* Field by field: fmt_entry has padding, which memcmp would compare too. */
+static int fzf_same_entries(const fmt_entry *a, const fmt_entry *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i].off != b[i].off || a[i].word != b[i].word)
+            return 0;
+    return 1;
+}
+
+/* Decodes a table's blocks straight from the file: any result but a crash is allowed. */
+static void fzf_decode_blocks(int fd, const fmt_trailer *t, uint32_t bs, uint64_t file_len)
+{
+    uint8_t *raw = malloc((size_t)bs + 8), *dst = malloc(bs);
+    FZ_CHECK(raw && dst, "malloc");
+    for (uint32_t i = 0; i < t->n_entries && i < FF_MAX_BLOCK_CHECKS; i++) {
+        const fmt_entry *e = &t->entries[i];
+        uint64_t off = fmt_entry_off(e), logical = i + 1 < t->n_entries ? bs : t->size - (uint64_t)i * bs;
+        FZ_CHECK(fmt_word_size(e->word) <= bs && off + fmt_block_len(e->word) <= file_len,
+                 "entry %u (offset %llu word %08x) outside the file", i,
+                 (unsigned long long)off, e->word);
+        if ((e->off & FMT_ENTRY_ZERO) || fmt_pread_all(fd, raw, fmt_block_len(e->word), off) < 0)
+            continue;
+        fmt_error err = fmt_block_decode(e->word, raw + 4, dst, (uint32_t)logical);
+        FZ_CHECK(err == FMT_OK || err == FMT_ERR_CHECKSUM || err == FMT_ERR_CORRUPT,
+                 "block decode gave %d", (int)err);
+    }
+    free(raw);
+    free(dst);
+}
+
+/* A table that parsed, encoded again in place of the old one, must parse to the same. */
+static void fzf_roundtrip(int fd, const fmt_trailer *t, uint32_t bs)
+{
+    size_t len = fmt_trailer_len(t->n_entries, t->n_reveal, t->n_retire);
+    uint8_t *enc = malloc(len);
+    FZ_CHECK(enc != NULL, "malloc");
+    fmt_trailer_encode(t, enc);
+    int fd2 = fz_memfile(NULL, 0);
+    uint8_t *head = malloc(t->start ? t->start : 1);
+    FZ_CHECK(head && fmt_pread_all(fd, head, t->start, 0) == 0, "copy");
+    FZ_CHECK(fmt_pwrite_all(fd2, head, t->start, 0) == 0 &&
+             fmt_pwrite_all(fd2, enc, len, t->start) == 0, "write");
+    fmt_trailer u;
+    fmt_error err = fmt_trailer_read(fd2, t->start + len, bs, &u);
+    FZ_CHECK(err == FMT_OK, "re-encoded table refused: %d", (int)err);
+    FZ_CHECK(u.size == t->size && u.n_entries == t->n_entries && u.n_reveal == t->n_reveal &&
+             u.n_retire == t->n_retire && u.start == t->start, "re-encoded table differs");
+    FZ_CHECK(fzf_same_entries(u.entries, t->entries, t->n_entries) &&
+             memcmp(u.reveal, t->reveal, t->n_reveal * sizeof(uint64_t)) == 0 &&
+             memcmp(u.retire, t->retire, t->n_retire * sizeof(fmt_retire)) == 0,
+             "re-encoded entries differ");
+    fmt_trailer_free(&u);
+    free(head);
+    free(enc);
+    close(fd2);
+}
+
+static void fzf_check_trailer(int fd, uint64_t len, uint32_t bs)
+{
+    fmt_trailer t;
+    fmt_error err = fmt_trailer_read(fd, len, bs, &t);
+    FZ_CHECK(err == FMT_OK || err == FMT_ERR_NO_TRAILER, "trailer read gave %d", (int)err);
+    if (err != FMT_OK)
+        return;
+    FZ_CHECK(t.size <= FMT_MAX_SIZE && t.n_entries == (t.size + bs - 1) / bs,
+             "size %llu with %u entries", (unsigned long long)t.size, t.n_entries);
+    FZ_CHECK(t.start >= FMT_MARKER_LEN && t.start < len, "table start %llu",
+             (unsigned long long)t.start);
+    fzf_decode_blocks(fd, &t, bs, t.start);
+    fzf_roundtrip(fd, &t, bs);
+    fmt_trailer_free(&t);
+}
+
+static void fzf_check_scan(int fd, uint64_t len, uint32_t bs)
+{
+    fmt_scan_result plain, verified;
+    FZ_CHECK(fmt_scan(fd, len, bs, 0, &plain) == FMT_OK, "scan");
+    FZ_CHECK(fmt_scan(fd, len, bs, 1, &verified) == FMT_OK, "verifying scan");
+    FZ_CHECK(plain.valid_end <= len && plain.torn == (plain.valid_end != len),
+             "valid_end %llu of %llu", (unsigned long long)plain.valid_end,
+             (unsigned long long)len);
+    FZ_CHECK(plain.last_table_end <= plain.valid_end, "table end past valid end");
+    FZ_CHECK(verified.valid_end <= plain.valid_end &&
+             verified.table.n_entries <= plain.table.n_entries &&
+             fzf_same_entries(verified.table.entries, plain.table.entries,
+                              verified.table.n_entries),
+             "a verifying walk is not a prefix of the plain walk");
+    fmt_trailer *t = &plain.table;
+    FZ_CHECK(t->n_entries == (t->size + bs - 1) / bs, "scan: size %llu with %u entries",
+             (unsigned long long)t->size, t->n_entries);
+    fzf_decode_blocks(fd, t, bs, plain.valid_end);
+    fmt_trailer_free(&plain.table);
+    fmt_trailer_free(&verified.table);
+}
+
+/* Opens read-only and reads everything; compares with the size a stat reports. */
+static void fzf_check_open(int fd, uint64_t len, uint32_t bs)
+{
+    fz_env *env = fz_env_get();
+    int dfd = dup(fd);
+    ff_file *f;
+    FZ_CHECK(dfd >= 0, "dup");
+    int rc = ff_open(env->ro, dfd, "fuzz", &f);
+    FZ_CHECK(rc == 0 || rc == -EIO || rc == -EPROTO || rc == -ENOMEM, "ff_open gave %d", rc);
+    uint64_t ssize;
+    int own, src = ff_stat_size(env->ro, fd, &ssize, &own);
+    FZ_CHECK(src == 0 || src == -EIO || src == -EPROTO, "ff_stat_size gave %d", src);
+    if (rc != 0)
+        return;
+    uint64_t size = ff_size(f);
+    fmt_trailer t;
+    if (bs && fmt_trailer_read(fd, len, bs, &t) == FMT_OK) {
+        FZ_CHECK(src == 0 && ssize == size && t.size == size, "stat size %llu, open size %llu",
+                 (unsigned long long)ssize, (unsigned long long)size);
+        fmt_trailer_free(&t);
+    }
+    size_t got;
+    int err;
+    free(fz_read_all(f, size, FF_READ_CAP, &got, &err));
+    FZ_CHECK(err == 0 || err == -EIO || err == -ENOMEM, "read gave %d", err);
+    off_t d = ff_lseek(f, 0, SEEK_DATA), h = ff_lseek(f, 0, SEEK_HOLE);
+    FZ_CHECK((d >= 0 && (uint64_t)d <= size) || d == -ENXIO, "SEEK_DATA gave %lld", (long long)d);
+    FZ_CHECK((h >= 0 && (uint64_t)h <= size) || (h == -ENXIO && size == 0),
+             "SEEK_HOLE gave %lld", (long long)h);
+    FZ_CHECK(ff_release(f) == 0, "release of a read-only file failed");
+}
+
+/* The trailer's checksum recomputed from what its footer claims, when that fits the input. */
+static uint8_t *fzf_fix_trailer(const uint8_t *data, size_t size, size_t *out_len)
+{
+    if (size < FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN)
+        return NULL;
+    const uint8_t *foot = data + size - FMT_FOOTER_LEN;
+    uint64_t total = fmt_trailer_len(fmt_get32(foot + 8), fmt_get32(foot + 12), fmt_get32(foot + 16));
+    if (fmt_get32(foot + 28) != FMT_FOOTER_MAGIC || total > size - FMT_MARKER_LEN)
+        return NULL;
+    uint8_t *copy = malloc(size);
+    FZ_CHECK(copy != NULL, "malloc");
+    memcpy(copy, data, size);
+    uint8_t *t = copy + size - total;
+    fmt_put32(t, FMT_SKIP_TRAILER);
+    fmt_put32(t + 4, (uint32_t)(total - 8));
+    fmt_put32(copy + size - 8, XXH32(t + 8, total - 16, 0));
+    *out_len = size;
+    return copy;
+}
+
+static void fzf_run(const uint8_t *data, size_t size)
+{
+    fmt_marker m;
+    fzf_check_header(data, size);
+    if (size > FMT_MARKER_LEN)
+        fzf_check_header(data + FMT_MARKER_LEN, size - FMT_MARKER_LEN);
+    fmt_error err = fmt_marker_decode(data, size, &m);
+    FZ_CHECK(err == FMT_OK || err == FMT_ERR_FOREIGN || err == FMT_ERR_NEWER, "marker %d", (int)err);
+    FZ_CHECK(err != FMT_OK || (size >= FMT_MARKER_LEN && fmt_bd_code(m.block_size)),
+             "marker accepted with block size %u", m.block_size);
+    int fd = fz_memfile(data, size);
+    if (err == FMT_OK) {
+        fzf_check_trailer(fd, size, m.block_size);
+        fzf_check_scan(fd, size, m.block_size);
+    }
+    fzf_check_open(fd, size, err == FMT_OK ? m.block_size : 0);
+    close(fd);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t fixed_len;
+    fzf_run(data, size);
+    uint8_t *fixed = fzf_fix_trailer(data, size, &fixed_len);
+    if (fixed && memcmp(fixed, data, size) != 0)
+        fzf_run(fixed, fixed_len);
+    free(fixed);
+    return 0;
+}

@@ -1,0 +1,270 @@
+/* Writes the seed corpora of the fuzz targets, made by the real writer (fs/ffile.c, fs/sb.c):
+ *
+ *   fuzz_gen_corpus OUT_DIR      creates OUT_DIR/{fmt,repair,sb}/ seed files
+ *
+ * Backing files: empty, small, multi-block, raw, sparse, rewritten (retired frames and
+ * reveal lists), caught mid-stream (hidden frames after the table), cut at several points,
+ * with a damaged block, foreign (text and a plain .lz4 file) and of a newer version.
+ * Superblocks: valid ones of each block size and damaged variants. Kept small: 64K blocks of
+ * compressible data. Run again only when the format changes; the corpus is checked in. */
+#include <errno.h>
+#include <fcntl.h>
+#include <lz4frame.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ffile.h"
+#include "fmt.h"
+
+#define GC_BS (64u << 10)
+
+typedef struct {
+    const char *out;                   /* corpus root */
+    eng_ctx *eng;
+    lg_log *log;
+    ff_env *env64, *env256;
+} gc_ctx;
+
+static void gc_die(const char *what)
+{
+    fprintf(stderr, "fuzz_gen_corpus: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void gc_save(const gc_ctx *c, const char *dir, const char *name, const void *buf, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", c->out, dir);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        gc_die(path);
+    snprintf(path, sizeof(path), "%s/%s/%s", c->out, dir, name);
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(buf, 1, len, fp) != len || fclose(fp) != 0)
+        gc_die(path);
+}
+
+/* A backing file seed goes to both file targets. */
+static void gc_save_file(const gc_ctx *c, const char *name, const void *buf, size_t len)
+{
+    gc_save(c, "fmt", name, buf, len);
+    gc_save(c, "repair", name, buf, len);
+}
+
+static uint8_t *gc_bytes(int fd, size_t *len)
+{
+    off_t end = lseek(fd, 0, SEEK_END);
+    uint8_t *buf = malloc(end > 0 ? (size_t)end : 1);
+    if (end < 0 || !buf || (end && fmt_pread_all(fd, buf, (size_t)end, 0) < 0))
+        gc_die("read back");
+    *len = (size_t)end;
+    return buf;
+}
+
+/* Text-like bytes that compress well, different for each offset. */
+static void gc_fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)("fpgalz4fs seed corpus line "[(i + seed) % 27] + ((i / 4096 + seed) % 3));
+}
+
+static void gc_random(uint8_t *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)((seed = seed * 1103515245u + 12345u) >> 16);
+}
+
+static ff_file *gc_create(ff_env *env, int *fd)
+{
+    ff_file *f = NULL;
+    *fd = memfd_create("seed", MFD_CLOEXEC);
+    int dfd = *fd < 0 ? -1 : dup(*fd);
+    if (dfd < 0 || ff_create(env, dfd, "seed", &f) != 0)
+        gc_die("ff_create");
+    return f;
+}
+
+static void gc_write(ff_file *f, const uint8_t *buf, size_t len, off_t off)
+{
+    if (ff_write(f, buf, len, off) != 0)
+        gc_die("ff_write");
+}
+
+static void gc_close_save(const gc_ctx *c, ff_file *f, int fd, const char *name)
+{
+    size_t len;
+    if (ff_release(f) != 0)
+        gc_die("ff_release");
+    uint8_t *b = gc_bytes(fd, &len);
+    gc_save_file(c, name, b, len);
+    free(b);
+    close(fd);
+}
+
+static void gc_simple(const gc_ctx *c)
+{
+    int fd;
+    uint8_t *buf = malloc(5 * GC_BS);   /* the 256K file takes 300000 bytes */
+    ff_file *f = gc_create(c->env64, &fd);
+    gc_close_save(c, f, fd, "own-empty");
+    f = gc_create(c->env64, &fd);
+    gc_write(f, (const uint8_t *)"hello, fpgalz4fs\n", 17, 0);
+    gc_close_save(c, f, fd, "own-small");
+    f = gc_create(c->env64, &fd);
+    gc_fill(buf, 3 * GC_BS + 1000, 1);
+    gc_write(f, buf, 3 * GC_BS + 1000, 0);
+    gc_close_save(c, f, fd, "own-blocks");
+    f = gc_create(c->env64, &fd);
+    gc_random(buf, 3000, 7);
+    gc_write(f, buf, 3000, 0);
+    gc_close_save(c, f, fd, "own-raw");
+    f = gc_create(c->env64, &fd);
+    gc_fill(buf, 5000, 3);
+    gc_write(f, buf, 5000, 2 * GC_BS + 100);
+    if (ff_truncate(f, 5 * GC_BS + 10) != 0)
+        gc_die("ff_truncate");
+    gc_close_save(c, f, fd, "own-sparse");
+    f = gc_create(c->env256, &fd);
+    gc_fill(buf, 300000, 5);
+    gc_write(f, buf, 300000, 0);
+    gc_close_save(c, f, fd, "own-256k");
+    free(buf);
+}
+
+/* A file rewritten in the middle: its table carries reveal and retire lists. Also saves cut
+ * copies of it and one with a damaged block. */
+static void gc_rewritten(const gc_ctx *c)
+{
+    int fd;
+    size_t len;
+    uint8_t *buf = malloc(4 * GC_BS);
+    ff_file *f = gc_create(c->env64, &fd);
+    gc_fill(buf, 4 * GC_BS, 9);
+    gc_write(f, buf, 4 * GC_BS, 0);
+    if (ff_flush(f, 0) != 0)
+        gc_die("ff_flush");
+    gc_fill(buf, 2000, 11);
+    gc_write(f, buf, 2000, GC_BS + 500);
+    if (ff_release(f) != 0)
+        gc_die("ff_release");
+    uint8_t *b = gc_bytes(fd, &len);
+    gc_save_file(c, "own-rewritten", b, len);
+    static const size_t cuts[] = {FMT_MARKER_LEN, FMT_MARKER_LEN + 30, 0, 1, 20, 45};
+    char name[64];
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(*cuts); i++) {
+        size_t keep = i < 2 ? cuts[i] : cuts[i] == 0 ? len / 2 : len - cuts[i];
+        snprintf(name, sizeof(name), "torn-rewritten-%zu", keep);
+        gc_save_file(c, name, b, keep);
+    }
+    b[FMT_MARKER_LEN + 8 + FMT_FRAME_HEADER_LEN + 4 + 3] ^= 0x40;
+    gc_save_file(c, "damaged-block", b, len);
+    free(b);
+    close(fd);
+    free(buf);
+}
+
+/* An appending writer caught between streaming commits: hidden frames after the table. */
+static void gc_streaming(const gc_ctx *c)
+{
+    int fd;
+    size_t len;
+    uint8_t *buf = malloc(GC_BS);
+    ff_file *f = gc_create(c->env64, &fd);
+    for (unsigned i = 0; i < 10; i++) {
+        gc_fill(buf, GC_BS, 20 + i);
+        gc_write(f, buf, GC_BS, (off_t)i * GC_BS);
+    }
+    uint8_t *b = gc_bytes(fd, &len);
+    gc_save_file(c, "torn-streaming", b, len);
+    gc_save_file(c, "torn-streaming-cut", b, len - 7);
+    free(b);
+    gc_close_save(c, f, fd, "own-streamed");
+    free(buf);
+}
+
+static void gc_foreign(const gc_ctx *c)
+{
+    static const char text[] = "just a plain file, not one of ours\n";
+    gc_save_file(c, "foreign-text", text, sizeof(text) - 1);
+    gc_save_file(c, "foreign-empty", "", 0);
+    uint8_t src[5000], dst[8192];
+    gc_fill(src, sizeof(src), 2);
+    LZ4F_preferences_t prefs = {.frameInfo = {.contentChecksumFlag = LZ4F_contentChecksumEnabled}};
+    size_t n = LZ4F_compressFrame(dst, sizeof(dst), src, sizeof(src), &prefs);
+    if (LZ4F_isError(n))
+        gc_die("LZ4F_compressFrame");
+    gc_save_file(c, "foreign-lz4", dst, n);
+    /* an own marker of a newer version, then the small file's rest */
+    int fd;
+    ff_file *f = gc_create(c->env64, &fd);
+    gc_write(f, (const uint8_t *)"newer\n", 6, 0);
+    if (ff_release(f) != 0)
+        gc_die("ff_release");
+    uint8_t *b = gc_bytes(fd, &n);
+    fmt_put32(b + 31, FMT_VERSION + 1);
+    gc_save_file(c, "newer-version", b, n);
+    free(b);
+    close(fd);
+}
+
+static void gc_superblocks(const gc_ctx *c)
+{
+    static const uint32_t sizes[] = {64u << 10, 256u << 10, 1u << 20, 4u << 20};
+    char text[SB_MAX_TEXT], name[64];
+    size_t n = 0;
+    for (size_t i = 0; i < 4; i++) {
+        sb_super sb;
+        if (sb_init(&sb, sizes[i]) != SB_OK || !(n = sb_format(&sb, text, sizeof(text))))
+            gc_die("sb_format");
+        snprintf(name, sizeof(name), "valid-%s", sb_block_size_name(sizes[i]));
+        gc_save(c, "sb", name, text, n);
+    }
+    gc_save(c, "sb", "torn", text, n / 2);
+    text[40] ^= 1;
+    gc_save(c, "sb", "bad-checksum", text, n);
+    static const char newer[] = "format_version=2\nsome_future_key=1\n";
+    char buf[256];
+    int len = snprintf(buf, sizeof(buf), "%schecksum=%08x\n", newer,
+                       (unsigned)XXH32(newer, sizeof(newer) - 1, 0));
+    gc_save(c, "sb", "newer", buf, (size_t)len);
+    static const char dup[] = "format_version=1\nblock_size=65536\nblock_size=65536\n"
+                              "uuid=aeb7abff-6f26-4ef1-9726-0b979f62fb74\ncreated=-5\n";
+    len = snprintf(buf, sizeof(buf), "%schecksum=%08x", dup, (unsigned)XXH32(dup, sizeof(dup) - 1, 0));
+    gc_save(c, "sb", "duplicate-key", buf, (size_t)len);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: fuzz_gen_corpus OUT_DIR\n");
+        return 2;
+    }
+    gc_ctx c = {.out = argv[1]};
+    char err[256];
+    eng_config cfg = {.backend = ENG_BACKEND_SW, .sw_threads = 1};
+    sb_super sb64, sb256;
+    ff_options opt = {.mem_bytes = 64u << 20};
+    if (mkdir(c.out, 0755) < 0 && errno != EEXIST)
+        gc_die(c.out);
+    if (!(c.eng = eng_open(&cfg, err, sizeof(err))) || !(c.log = lg_open(NULL, 1, "gen")) ||
+        sb_init(&sb64, 64u << 10) != SB_OK || sb_init(&sb256, 256u << 10) != SB_OK)
+        gc_die("set-up");
+    c.env64 = ff_env_new(c.eng, &sb64, &opt, c.log);
+    c.env256 = ff_env_new(c.eng, &sb256, &opt, c.log);
+    if (!c.env64 || !c.env256)
+        gc_die("ff_env_new");
+    gc_simple(&c);
+    gc_rewritten(&c);
+    gc_streaming(&c);
+    gc_foreign(&c);
+    gc_superblocks(&c);
+    ff_env_free(c.env64);
+    ff_env_free(c.env256);
+    eng_close(c.eng);
+    lg_close(c.log);
+    return 0;
+}
