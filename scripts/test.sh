@@ -7,11 +7,13 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 "$src/scripts/install-deps.sh"
 status=0
 BUILD_DIR=$src/build "$src/scripts/build.sh"
-(cd "$src/build" && ctest --output-on-failure) || status=1
+# The package test (build, install, use, purge the .deb files) runs once, in this pass.
+(cd "$src/build" && FPGALZ4FS_PACKAGE_TEST=${FPGALZ4FS_PACKAGE_TEST:-1} \
+    ctest --output-on-failure) || status=1
 BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 # The Linux tree (when installed) is copied once, in the normal pass: under the sanitizers it
 # would only take longer to find nothing new.
-(cd "$src/build-asan" && ASAN_OPTIONS=detect_leaks=1 FPGALZ4FS_LINUX_TREE=0 \
+(cd "$src/build-asan" && ASAN_OPTIONS=detect_leaks=1 FPGALZ4FS_LINUX_TREE=0 FPGALZ4FS_PACKAGE_TEST=0 \
     ctest --output-on-failure ${ASAN_CTEST_ARGS:-}) || status=1
 # Third pass: ThreadSanitizer over the threaded parts (engine, daemon under concurrent load),
 # short forms only (a few minutes on 2 cores). Reports of the daemon (in the background) go to
