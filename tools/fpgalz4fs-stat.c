@@ -7,6 +7,7 @@
  * one) of fpgalz4fs, it reads the backing directory named by the mount's source field in
  * /proc/self/mountinfo (the daemon mounts with fsname=BACKING, an absolute path). */
 #include "chk.h"
+#include "tl_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,12 +35,7 @@ typedef struct {
     uint64_t blocks, raw_blocks, zero_blocks, torn, errors;
 } st_state;
 
-static int st_usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, ST_NAME ": %s%s%s%s (" ST_USAGE ")\n", what, arg ? " '" : "",
-            arg ? arg : "", arg ? "'" : "");
-    return ST_USAGE_ERR;
-}
+static const tl_tool st_tool = {ST_NAME, ST_USAGE, ST_USAGE_ERR};
 
 static int st_parse_args(int argc, char **argv, int *verbose, const char **dir)
 {
@@ -64,18 +60,11 @@ static int st_parse_args(int argc, char **argv, int *verbose, const char **dir)
                    "  --version      show the version\n");
             return ST_OK;
         case 'V': printf(ST_NAME " " FPGALZ4FS_VERSION "\n"); return ST_OK;
-        default: {
-            char text[3] = {'-', (char)optopt, '\0'};
-            return st_usage_error("unknown option", optopt ? text : argv[optind - 1]);
-        }
+        default: return tl_unknown_option(&st_tool, optopt, argv[optind - 1]);
         }
     }
-    if (optind == argc)
-        return st_usage_error("missing DIR", NULL);
-    if (optind + 1 < argc)
-        return st_usage_error("too many arguments, from", argv[optind + 1]);
-    *dir = argv[optind];
-    return ST_CONTINUE;
+    int rc = tl_take_dir(&st_tool, argc, argv, optind, dir);
+    return rc ? rc : ST_CONTINUE;
 }
 
 /* ---- mountpoints ---- */

@@ -5,6 +5,7 @@
  * stdout, one line each prefixed with the file's path; the summary is the last line. */
 #include "chk.h"
 #include "sb.h"
+#include "tl_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -65,12 +66,7 @@ static void fk_help(void)
            "16 usage error (bits combined).\n");
 }
 
-static int fk_usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, FK_NAME ": %s%s%s%s (" FK_USAGE ")\n", what, arg ? " '" : "",
-            arg ? arg : "", arg ? "'" : "");
-    return FK_USAGE_ERR;
-}
+static const tl_tool fk_tool = {FK_NAME, FK_USAGE, FK_USAGE_ERR};
 
 static int fk_parse_args(int argc, char **argv, fk_options *o)
 {
@@ -88,20 +84,13 @@ static int fk_parse_args(int argc, char **argv, fk_options *o)
         case 'v': o->verbose = 1; break;
         case 'h': fk_help(); return FK_CLEAN;
         case 'V': printf(FK_NAME " " FPGALZ4FS_VERSION "\n"); return FK_CLEAN;
-        default: {
-            char text[3] = {'-', (char)optopt, '\0'};
-            return fk_usage_error("unknown option", optopt ? text : argv[optind - 1]);
-        }
+        default: return tl_unknown_option(&fk_tool, optopt, argv[optind - 1]);
         }
     }
     if (o->no && o->yes)
-        return fk_usage_error("-n and -y exclude each other", NULL);
-    if (optind == argc)
-        return fk_usage_error("missing DIR", NULL);
-    if (optind + 1 < argc)
-        return fk_usage_error("too many arguments, from", argv[optind + 1]);
-    o->dir = argv[optind];
-    return FK_CONTINUE;
+        return tl_usage_error(&fk_tool, "-n and -y exclude each other", NULL);
+    int rc = tl_take_dir(&fk_tool, argc, argv, optind, &o->dir);
+    return rc ? rc : FK_CONTINUE;
 }
 
 /* ---- progress ---- */

@@ -15,6 +15,7 @@
 #include "fmt.h"
 #include "log.h"
 #include "sb.h"
+#include "tl_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,20 +71,7 @@ static void mk_help(void)
            "  --version    show the version\n");
 }
 
-static int mk_usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, MK_NAME ": %s%s%s%s (" MK_USAGE ")\n", what, arg ? " '" : "",
-            arg ? arg : "", arg ? "'" : "");
-    return MK_EXIT_USAGE;
-}
-
-/* getopt names an unknown short option only by its letter (it may sit inside a cluster such
- * as -xb), and an unknown long one only through argv. */
-static int mk_unknown_option(int letter, const char *arg)
-{
-    char text[3] = {'-', (char)letter, '\0'};
-    return mk_usage_error("unknown option", letter ? text : arg);
-}
+static const tl_tool mk_tool = {MK_NAME, MK_USAGE, MK_EXIT_USAGE};
 
 /* Returns MK_CONTINUE when the command line asks for a format, else the exit status. */
 static int mk_parse_args(int argc, char **argv, mk_options *o)
@@ -103,7 +91,7 @@ static int mk_parse_args(int argc, char **argv, mk_options *o)
         case 'b':
             o->block_size = sb_parse_block_size(optarg);
             if (!o->block_size)
-                return mk_usage_error("bad block size (use 64K, 256K, 1M or 4M):", optarg);
+                return tl_usage_error(&mk_tool, "bad block size (use 64K, 256K, 1M or 4M):", optarg);
             o->block_size_given = 1;
             break;
         case 'f': o->force = 1; break;
@@ -111,18 +99,17 @@ static int mk_parse_args(int argc, char **argv, mk_options *o)
         case 'c': o->compress = 1; break;
         case 'h': mk_help(); return MK_EXIT_OK;
         case 'V': printf(MK_NAME " " FPGALZ4FS_VERSION "\n"); return MK_EXIT_OK;
-        case ':': return mk_usage_error("missing value for option", "-b");
-        default: return mk_unknown_option(optopt, argv[optind - 1]);
+        case ':': return tl_usage_error(&mk_tool, "missing value for option", "-b");
+        default: return tl_unknown_option(&mk_tool, optopt, argv[optind - 1]);
         }
     }
-    if (optind == argc)
-        return mk_usage_error("missing DIR", NULL);
-    if (optind + 1 < argc)
-        return mk_usage_error("too many arguments, from", argv[optind + 1]);
-    o->dir = argv[optind];
+    int rc = tl_take_dir(&mk_tool, argc, argv, optind, &o->dir);
+    if (rc)
+        return rc;
     if (o->compress && !o->adopt && (o->block_size_given || o->force))
-        return mk_usage_error("--compress-existing alone formats nothing (files get the "
-                              "store's block size); -b and --force apply to formatting (with --adopt)", NULL);
+        return tl_usage_error(&mk_tool, "--compress-existing alone formats nothing (files get "
+                              "the store's block size); -b and --force apply to formatting "
+                              "(with --adopt)", NULL);
     return MK_CONTINUE;
 }
 

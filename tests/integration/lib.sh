@@ -536,3 +536,86 @@ tree_listing() {
     (cd "$d" && find . -printf '%p %y %m %U %G %s %T@\n' | sort) || return 1
     (cd "$d" && find . -type f -print0 | sort -z | xargs -0 -r sha256sum) || return 1
 }
+
+# ---- helpers of the tests that mount several stores and read the engine counters
+
+# use_store NAME: a fresh backing directory and mountpoint (BACKING, MNT) for one part of a
+# test.
+use_store() {
+    BACKING="$WS/backing-$1"
+    MNT="$WS/mnt-$1"
+    mkdir -p "$BACKING" "$MNT"
+}
+
+# the log file of the last mount made through lib.sh
+last_log() { printf '%s\n' "$WS/logs/daemon-$LOG_SEQ.log"; }
+
+# no_daemon_for BACKING: no daemon of this test still serves that backing directory.
+no_daemon_for() {
+    local p
+    for p in $(_lib_our_daemons); do
+        if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$1 "; then
+            echo "daemon $p still runs for $1"
+            return 1
+        fi
+    done
+    return 0
+}
+
+# stats MNT: the counters, one key=value a line.
+stats() { getfattr --absolute-names --only-values -n user.fpgalz4fs.stats "$1"; }
+
+# stat_of TEXT KEY: a counter's value (numbers without their zero padding).
+stat_of() {
+    local v
+    v=$(printf '%s\n' "$1" | sed -n "s/^$2=//p" | head -n 1)
+    case $v in
+        '' | *[!0-9]*) printf '%s\n' "$v" ;;
+        *) printf '%s\n' $((10#$v)) ;;
+    esac
+}
+
+# show_counters TEXT KEY...: a one-line summary of those counters.
+show_counters() {
+    local text=$1 k line=""
+    shift
+    for k in "$@"; do
+        line="$line $k=$(stat_of "$text" "$k")"
+    done
+    say "    counters:$line"
+}
+
+# expect_counter TEXT KEY OP VALUE (OP: -gt -ge -eq -lt ...; or = for strings)
+expect_counter() {
+    local v
+    v=$(stat_of "$1" "$2")
+    if [ "$3" = "=" ]; then
+        [ "$v" = "$4" ] && return 0
+    else
+        [ -n "$v" ] && [ "$v" "$3" "$4" ] 2>/dev/null && return 0
+    fi
+    echo "counter $2 is '$v', expected $3 $4"
+    printf '%s\n' "$1"
+    return 1
+}
+
+# mount_refused OPTS PATTERN: mounting $BACKING (through mount_store) with OPTS fails, says
+# something matching PATTERN, and leaves nothing mounted and no daemon behind.
+mount_refused() {
+    local opts=$1 pat=$2
+    if mount_store "$opts" 2>/dev/null; then
+        echo "mount with -o $opts succeeded"
+        umount_store
+        return 1
+    fi
+    echo "refused: $LAST_MOUNT_OUT"
+    if mountpoint -q "$MNT"; then
+        echo "$MNT is mounted after a refused mount"
+        return 1
+    fi
+    if ! printf '%s\n' "$LAST_MOUNT_OUT" | grep -Eiq -- "$pat"; then
+        echo "the message does not match /$pat/"
+        return 1
+    fi
+    no_daemon_for "$BACKING"
+}

@@ -19,41 +19,10 @@ mkdir -p "$SRC"
 
 # ------------------------------------------------------------------------------ helpers
 
-# stats MNT: the counters, one key=value a line.
-stats() { getfattr --absolute-names --only-values -n user.fpgalz4fs.stats "$1"; }
-
-# stat_of TEXT KEY: a counter's value (numbers without their zero padding).
-stat_of() {
-    local v
-    v=$(printf '%s\n' "$1" | sed -n "s/^$2=//p" | head -n 1)
-    case $v in
-        '' | *[!0-9]*) printf '%s\n' "$v" ;;
-        *) printf '%s\n' $((10#$v)) ;;
-    esac
-}
-
 # show_stats TEXT: a one-line summary of the engine counters.
 show_stats() {
-    local k line=""
-    for k in backend bricks_card bricks_sw blocks_card blocks_sw fallback_busy fallback_error \
-        fallback_small card_idle_us bytes_in bytes_out; do
-        line="$line $k=$(stat_of "$1" "$k")"
-    done
-    say "    counters:$line"
-}
-
-# expect_counter TEXT KEY OP VALUE (OP: -gt -ge -eq -lt ...; or = for strings)
-expect_counter() {
-    local v
-    v=$(stat_of "$1" "$2")
-    if [ "$3" = "=" ]; then
-        [ "$v" = "$4" ] && return 0
-    else
-        [ -n "$v" ] && [ "$v" "$3" "$4" ] 2>/dev/null && return 0
-    fi
-    echo "counter $2 is '$v', expected $3 $4"
-    printf '%s\n' "$1"
-    return 1
+    show_counters "$1" backend bricks_card bricks_sw blocks_card blocks_sw fallback_busy \
+        fallback_error fallback_small card_idle_us bytes_in bytes_out
 }
 
 # expect_lt TEXT KEY_A KEY_B: counter A < counter B
@@ -70,28 +39,6 @@ expect_lt() {
 # same_as_lz4 BACKING_FILE ORIGINAL: the stock lz4 decodes the backing file to the original.
 same_as_lz4() {
     _lib_lz4d "$1" | cmp - "$2" || { cat "$WS/.lz4.err"; return 1; }
-}
-
-# use_store NAME: a fresh backing directory and mountpoint for one part of the test.
-use_store() {
-    BACKING="$WS/backing-$1"
-    MNT="$WS/mnt-$1"
-    mkdir -p "$BACKING" "$MNT"
-}
-
-# the log file of the last mount made through lib.sh
-last_log() { printf '%s\n' "$WS/logs/daemon-$LOG_SEQ.log"; }
-
-# no_daemon_for BACKING: no daemon of this test still serves that backing directory.
-no_daemon_for() {
-    local p
-    for p in $(_lib_our_daemons); do
-        if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$1 "; then
-            echo "daemon $p still runs for $1"
-            return 1
-        fi
-    done
-    return 0
 }
 
 # timed CMD...: runs CMD and prints how long it took.
@@ -302,27 +249,6 @@ if check "mount with no engine option" mount_store ""; then
     check "default engine: backend=sw (auto never picks emu)" expect_counter "$S" backend = sw
     check "unmount" umount_store
 fi
-
-# mount_refused OPTS PATTERN: the mount fails, says something matching PATTERN, leaves
-# nothing mounted and no daemon behind.
-mount_refused() {
-    local opts=$1 pat=$2
-    if mount_at "$BACKING" "$MNT" "$opts" 2>/dev/null; then
-        echo "mount with -o $opts succeeded"
-        umount_store
-        return 1
-    fi
-    echo "refused: $LAST_MOUNT_OUT"
-    if mountpoint -q "$MNT"; then
-        echo "$MNT is mounted after a refused mount"
-        return 1
-    fi
-    if ! printf '%s\n' "$LAST_MOUNT_OUT" | grep -Eiq -- "$pat"; then
-        echo "the message does not match /$pat/"
-        return 1
-    fi
-    no_daemon_for "$BACKING"
-}
 
 check_show "engine=xrt fails the mount with a clear message" mount_refused "engine=xrt" 'xrt'
 check_show "engine=cuda fails the mount with a clear message" mount_refused "engine=cuda" 'cuda'

@@ -33,19 +33,12 @@ import errno, hashlib, json, os, random, sys
 def rnd_bytes(seed, n):
     return random.Random(seed).randbytes(n)
 
-def put(path, data, do_fsync=True, chunk=1 << 20):
-    """Writes a whole file; returns None when write, fsync and close all succeeded, else the
-    error (which must be ENOSPC, or EIO after an earlier ENOSPC)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    except OSError as e:
-        return e.errno
+def write_close(fd, writes):
+    """Runs writes(fd), then closes fd (even after a failed write); returns None when all
+    succeeded, else the first error (which must be ENOSPC, or EIO after an earlier ENOSPC)."""
     err = None
     try:
-        for off in range(0, len(data), chunk):
-            os.write(fd, data[off:off + chunk])
-        if do_fsync:
-            os.fsync(fd)
+        writes(fd)
     except OSError as e:
         err = e.errno
     try:
@@ -53,6 +46,20 @@ def put(path, data, do_fsync=True, chunk=1 << 20):
     except OSError as e:
         err = err or e.errno
     return err
+
+def put(path, data, do_fsync=True, chunk=1 << 20):
+    """Writes a whole file; returns None when write, fsync and close all succeeded, else the
+    error, as write_close."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as e:
+        return e.errno
+    def writes(fd):
+        for off in range(0, len(data), chunk):
+            os.write(fd, data[off:off + chunk])
+        if do_fsync:
+            os.fsync(fd)
+    return write_close(fd, writes)
 
 cmd, mnt, state = sys.argv[1], sys.argv[2], sys.argv[3]
 st = json.load(open(state)) if os.path.exists(state) else {"files": {}, "errors": {}}
@@ -75,7 +82,7 @@ elif cmd == "append":
     # append + fsync until full
     path = os.path.join(mnt, "appended")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    acked = b""
+    acked = bytearray()           # grows in place: a bytes += would copy it on every step
     for i in range(100000):
         d = rnd_bytes(1000 + i, 20000)
         try:
@@ -93,15 +100,7 @@ elif cmd == "overwrite":
     path = os.path.join(mnt, "over")
     new = rnd_bytes(77, 700000)
     fd = os.open(path, os.O_WRONLY)
-    err = None
-    try:
-        os.pwrite(fd, new, 300000); os.fsync(fd)
-    except OSError as e:
-        err = e.errno
-    try:
-        os.close(fd)
-    except OSError as e:
-        err = err or e.errno
+    err = write_close(fd, lambda fd: (os.pwrite(fd, new, 300000), os.fsync(fd)))
     st["over_err"] = err
     print("overwrite in the middle of a full disk:", errno.errorcode.get(err, "stored") if err else "stored")
 elif cmd == "mkext":

@@ -42,50 +42,10 @@ unset XILINX_XRT XCL_EMULATION_MODE XRT_INI_PATH
 
 # ------------------------------------------------------------------------------ helpers
 
-stats() { getfattr --absolute-names --only-values -n user.fpgalz4fs.stats "$1"; }
-stat_of() {
-    local v
-    v=$(printf '%s\n' "$1" | sed -n "s/^$2=//p" | head -n 1)
-    case $v in
-        '' | *[!0-9]*) printf '%s\n' "$v" ;;
-        *) printf '%s\n' $((10#$v)) ;;
-    esac
-}
+# show_stats TEXT: a one-line summary of the engine counters.
 show_stats() {
-    local k line=""
-    for k in backend bricks_card bricks_sw blocks_card blocks_sw fallback_busy fallback_error \
-        fallback_small card_idle_us; do
-        line="$line $k=$(stat_of "$1" "$k")"
-    done
-    say "    counters:$line"
-}
-# expect_counter TEXT KEY OP VALUE (OP: -gt -eq ...; = for strings)
-expect_counter() {
-    local v
-    v=$(stat_of "$1" "$2")
-    if [ "$3" = "=" ]; then
-        [ "$v" = "$4" ] && return 0
-    else
-        [ -n "$v" ] && [ "$v" "$3" "$4" ] 2>/dev/null && return 0
-    fi
-    echo "counter $2 is '$v', expected $3 $4"
-    printf '%s\n' "$1"
-    return 1
-}
-last_log() { printf '%s\n' "$WS/logs/daemon-$LOG_SEQ.log"; }
-use_store() {
-    BACKING="$WS/backing-$1"
-    MNT="$WS/mnt-$1"
-    mkdir -p "$BACKING" "$MNT"
-}
-no_daemon_for() {
-    local p
-    for p in $(_lib_our_daemons); do
-        if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$1 "; then
-            echo "daemon $p still runs for $1"
-            return 1
-        fi
-    done
+    show_counters "$1" backend bricks_card bricks_sw blocks_card blocks_sw fallback_busy \
+        fallback_error fallback_small card_idle_us
 }
 # noop CMD...: runs CMD with XRT's noop shim in the environment (the daemon inherits it).
 noop() { XILINX_XRT="$XRTROOT" XCL_EMULATION_MODE=noop "$@"; }
@@ -98,26 +58,6 @@ delayed() {
     local us=$1; shift
     printf '[Runtime]\nnoop_completion_delay_us=%s\n' "$us" >"$WS/xrt-$us.ini"
     XRT_INI_PATH="$WS/xrt-$us.ini" noop "$@"
-}
-# mount_refused OPTS PATTERN: the mount fails with a message matching PATTERN, and nothing
-# stays mounted or running.
-mount_refused() {
-    local opts=$1 pat=$2
-    if mount_store "$opts" 2>/dev/null; then
-        echo "mount with -o $opts succeeded"
-        umount_store
-        return 1
-    fi
-    echo "refused: $LAST_MOUNT_OUT"
-    if mountpoint -q "$MNT"; then
-        echo "$MNT is mounted after a refused mount"
-        return 1
-    fi
-    if ! printf '%s\n' "$LAST_MOUNT_OUT" | grep -Eiq -- "$pat"; then
-        echo "the message does not match /$pat/"
-        return 1
-    fi
-    no_daemon_for "$BACKING"
 }
 # copy_tree: the test tree into the mount, compared with the original and with lz4 -d.
 copy_tree() {

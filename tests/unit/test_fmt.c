@@ -17,89 +17,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "eng.h"
-#include "ffile.h"
-#include "fmt.h"
+#include "fixture.h"
 
-typedef struct {
-    eng_ctx *eng;
-    ff_env *env;
-    char path[64];
-    uint32_t bs;
-} fixture;
-
-static fixture *fx_new(uint32_t bs)
-{
-    static char err[128];
-    fixture *fx = calloc(1, sizeof(*fx));
-    eng_config cfg = {.backend = ENG_BACKEND_SW, .sw_threads = 2};
-    sb_super sb;
-    assert_int_equal(sb_init(&sb, bs), SB_OK);
-    ff_options opt = {0, 64u << 20};
-    fx->eng = eng_open(&cfg, err, sizeof(err));
-    assert_non_null(fx->eng);
-    fx->env = ff_env_new(fx->eng, &sb, &opt, NULL);
-    assert_non_null(fx->env);
-    snprintf(fx->path, sizeof(fx->path), "/tmp/test_fmt.XXXXXX");
-    int fd = mkstemp(fx->path);
-    assert_true(fd >= 0);
-    close(fd);
-    fx->bs = bs;
-    return fx;
-}
-
-static void fx_free(fixture *fx)
-{
-    unlink(fx->path);
-    ff_env_free(fx->env);
-    eng_close(fx->eng);
-    free(fx);
-}
+#define FMT_TEST_TAG "test_fmt"
 
 static int fx_fd(fixture *fx) { return open(fx->path, O_RDWR); }
 
 /* Text-like data that compresses, or random data that does not. */
 static uint8_t *make_data(size_t n, int random, uint32_t seed)
 {
-    uint8_t *p = malloc(n ? n : 1);
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    static const char words[] = "lorem ipsum dolor sit amet brick block frame seek table ";
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        p[i] = random ? (uint8_t)x : (uint8_t)words[(i + (x % 3 == 0)) % (sizeof(words) - 1)];
-    }
-    return p;
-}
-
-/* Decodes a whole backing file with liblz4's frame decoder, skipping skippable frames. */
-static uint8_t *lz4f_decode_file(const char *path, size_t *out_len)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    size_t n = (size_t)ftell(fp);
-    rewind(fp);
-    uint8_t *in = malloc(n + 1);
-    assert_int_equal(fread(in, 1, n, fp), n);
-    fclose(fp);
-    LZ4F_dctx *d;
-    assert_false(LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)));
-    size_t cap = 1 << 20, len = 0, pos = 0;
-    uint8_t *out = malloc(cap);
-    while (pos < n) {
-        if (cap - len < (1 << 20))
-            out = realloc(out, cap *= 2);
-        size_t src = n - pos, dst = cap - len;
-        size_t r = LZ4F_decompress(d, out + len, &dst, in + pos, &src, NULL);
-        assert_false(LZ4F_isError(r));
-        pos += src, len += dst;
-        if (src == 0 && dst == 0)
-            break;
-    }
-    LZ4F_freeDecompressionContext(d);
-    free(in);
-    *out_len = len;
-    return out;
+    return fx_make_data(n, random, seed,
+                        "lorem ipsum dolor sit amet brick block frame seek table ", 3);
 }
 
 /* The stock command line tool is what users have: it must decode every file too (its
@@ -121,43 +49,20 @@ static void check_with_lz4_tool(const char *path, const uint8_t *want, size_t n)
 
 static void check_content(fixture *fx, const uint8_t *want, size_t n)
 {
-    ff_file *f;
-    assert_int_equal(ff_open(fx->env, fx_fd(fx), "t", &f), 0);
-    assert_int_equal(ff_size(f), n);
-    uint8_t *got = malloc(n + 16);
-    size_t g;
-    assert_int_equal(ff_read(f, got, n + 16, 0, &g), 0);
-    assert_int_equal(g, n);
-    assert_memory_equal(got, want, n);
-    assert_int_equal(ff_release(f), 0);
-    size_t dlen;
-    uint8_t *dec = lz4f_decode_file(fx->path, &dlen);
-    assert_int_equal(dlen, n);
-    assert_memory_equal(dec, want, n);
-    free(dec);
-    free(got);
+    fx_check_read(fx, O_RDWR, want, n);
+    fx_check_lz4f(fx, want, n);
     check_with_lz4_tool(fx->path, want, n);
-}
-
-static void write_file(fixture *fx, const uint8_t *data, size_t n, size_t chunk)
-{
-    ff_file *f;
-    int fd = open(fx->path, O_RDWR | O_TRUNC);
-    assert_int_equal(ff_create(fx->env, fd, "t", &f), 0);
-    for (size_t off = 0; off < n; off += chunk)
-        assert_int_equal(ff_write(f, data + off, n - off < chunk ? n - off : chunk, (off_t)off), 0);
-    assert_int_equal(ff_release(f), 0);
 }
 
 static void test_roundtrip_sizes(void **state)
 {
     static const uint32_t sizes[] = {64u << 10, 256u << 10, 1u << 20, 4u << 20};
     for (size_t s = 0; s < 4; s++) {
-        fixture *fx = fx_new(sizes[s]);
+        fixture *fx = fx_new(sizes[s], FMT_TEST_TAG);
         size_t bs = sizes[s], lens[] = {0, 1, bs - 1, bs, bs + 1, 5 * bs + 7};
         for (size_t k = 0; k < sizeof(lens) / sizeof(*lens); k++) {
             uint8_t *d = make_data(lens[k], 0, (uint32_t)k);
-            write_file(fx, d, lens[k], 100000);
+            fx_write(fx, d, lens[k], 100000);
             check_content(fx, d, lens[k]);
             free(d);
         }
@@ -165,23 +70,14 @@ static void test_roundtrip_sizes(void **state)
     }
 }
 
-static void read_table(fixture *fx, fmt_trailer *t)
-{
-    struct stat st;
-    int fd = fx_fd(fx);
-    assert_int_equal(fstat(fd, &st), 0);
-    assert_int_equal(fmt_trailer_read(fd, (uint64_t)st.st_size, fx->bs, t), FMT_OK);
-    close(fd);
-}
-
 static void test_raw_blocks(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t n = 3 * fx->bs + 5;
     uint8_t *d = make_data(n, 1, 7);
-    write_file(fx, d, n, n);
+    fx_write(fx, d, n, n);
     fmt_trailer t;
-    read_table(fx, &t);
+    fx_read_table(fx, &t);
     assert_int_equal(t.n_entries, 4);
     for (uint32_t i = 0; i < t.n_entries; i++)
         assert_true(t.entries[i].word & FMT_RAW_BIT);
@@ -191,25 +87,15 @@ static void test_raw_blocks(void **state)
     fx_free(fx);
 }
 
-static void flip_byte(const char *path, uint64_t off)
-{
-    int fd = open(path, O_RDWR);
-    uint8_t b;
-    assert_int_equal(pread(fd, &b, 1, (off_t)off), 1);
-    b ^= 0x40;
-    assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
-    close(fd);
-}
-
 static void test_corrupt_block(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t n = 3 * fx->bs;
     uint8_t *d = make_data(n, 0, 3), buf[100];
-    write_file(fx, d, n, n);
+    fx_write(fx, d, n, n);
     fmt_trailer t;
-    read_table(fx, &t);
-    flip_byte(fx->path, fmt_entry_off(&t.entries[1]) + 4 + fmt_word_size(t.entries[1].word) / 2);
+    fx_read_table(fx, &t);
+    fx_flip_byte(fx, fmt_entry_off(&t.entries[1]) + 4 + fmt_word_size(t.entries[1].word) / 2);
     fmt_trailer_free(&t);
     ff_file *f;
     size_t got;
@@ -227,17 +113,17 @@ static void test_corrupt_block(void **state)
 /* damage: 0 cut the seek table off, 1 flip a byte in it, 2 append a torn hidden commit */
 static void torn_case(int damage)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t n = 4 * fx->bs + 99;
     uint8_t *d = make_data(n, 0, 11);
-    write_file(fx, d, n, 50000);
+    fx_write(fx, d, n, 50000);
     fmt_trailer t;
-    read_table(fx, &t);
+    fx_read_table(fx, &t);
     int fd = fx_fd(fx);
     if (damage == 0)
         assert_int_equal(ftruncate(fd, (off_t)t.start), 0);
     else if (damage == 1)
-        flip_byte(fx->path, t.start + 12);
+        fx_flip_byte(fx, t.start + 12);
     else {
         struct stat st;
         uint8_t junk[300];
@@ -250,7 +136,7 @@ static void torn_case(int damage)
     close(fd);
     fmt_trailer_free(&t);
     check_content(fx, d, n);                     /* open repaired it */
-    read_table(fx, &t);                          /* and the table is back */
+    fx_read_table(fx, &t);                          /* and the table is back */
     assert_int_equal(t.size, n);
     fmt_trailer_free(&t);
     free(d);
@@ -263,7 +149,7 @@ static void test_torn_commit_rolled_back(void **state) { torn_case(2); }
 
 static void test_foreign_files(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t n = 200000, got;
     uint8_t *d = make_data(n, 0, 5);
     size_t cap = LZ4F_compressFrameBound(n, NULL);
@@ -284,7 +170,7 @@ static void test_foreign_files(void **state)
         assert_memory_equal(buf, contents[k], lens[k]);
         ff_release(f);
     }
-    write_file(fx, d, n, n);
+    fx_write(fx, d, n, n);
     ff_file *f;
     assert_int_equal(ff_open(fx->env, fx_fd(fx), "t", &f), 0);
     assert_false(ff_is_foreign(f));
@@ -295,9 +181,9 @@ static void test_foreign_files(void **state)
 
 static void test_newer_version_refused(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     uint8_t *d = make_data(1000, 0, 1);
-    write_file(fx, d, 1000, 1000);
+    fx_write(fx, d, 1000, 1000);
     int fd = fx_fd(fx);
     uint8_t v[4];
     fmt_put32(v, FMT_VERSION + 1);
@@ -312,10 +198,10 @@ static void test_newer_version_refused(void **state)
  * kept in memory and against liblz4's decoder after every commit. */
 static void test_modify_in_place(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t cap = 12 * fx->bs, n = 0;
     uint8_t *want = calloc(1, cap), *piece = make_data(cap, 0, 9);
-    write_file(fx, want, 0, 1);
+    fx_write(fx, want, 0, 1);
     ff_file *f;
     for (int round = 0; round < 60; round++) {
         assert_int_equal(ff_open(fx->env, fx_fd(fx), "t", &f), 0);
@@ -350,7 +236,7 @@ static void test_modify_in_place(void **state)
  * flushed another reader sees the old state, and afterwards there is one table, not many. */
 static void test_streaming_commits(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t n = 40 * fx->bs + 123;
     uint8_t *d = make_data(n, 0, 21);
     ff_file *f;
@@ -369,7 +255,7 @@ static void test_streaming_commits(void **state)
     struct stat st;
     stat(fx->path, &st);
     fmt_trailer t;
-    read_table(fx, &t);
+    fx_read_table(fx, &t);
     /* one table of 41 entries plus one small table from creation */
     assert_true((uint64_t)st.st_size < t.start + 2 * fmt_trailer_len(41, 8, 0));
     fmt_trailer_free(&t);
@@ -380,10 +266,10 @@ static void test_streaming_commits(void **state)
 /* Truncating to nothing (what `cp` over a file does) leaves no old frame behind. */
 static void test_truncate_to_zero_starts_over(void **state)
 {
-    fixture *fx = fx_new(64u << 10);
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
     size_t n = 20 * fx->bs + 5;
     uint8_t *d = make_data(n, 0, 33), *e = make_data(n, 0, 34);
-    write_file(fx, d, n, n);
+    fx_write(fx, d, n, n);
     ff_file *f;
     assert_int_equal(ff_open(fx->env, fx_fd(fx), "t", &f), 0);
     assert_int_equal(ff_truncate(f, 0), 0);
@@ -393,7 +279,7 @@ static void test_truncate_to_zero_starts_over(void **state)
     struct stat st;
     stat(fx->path, &st);
     fmt_trailer t;
-    read_table(fx, &t);
+    fx_read_table(fx, &t);
     uint64_t live = 0;
     for (uint32_t i = 0; i < t.n_entries; i++)
         live += fmt_block_len(t.entries[i].word);

@@ -149,15 +149,40 @@ static eng_run_state tx_wait(const eng_dev_ops *ops, eng_dev *d, unsigned cu, un
     return st;
 }
 
+/* Opens the device under the plugin's ops (tx_config(model)), or skips. */
+static eng_dev *tx_open(const eng_dev_ops **ops, int model)
+{
+    *ops = tx_ops();
+    char err[512] = "";
+    eng_config cfg = tx_config(model);
+    eng_dev *d = (*ops)->open(&cfg, TX_STRIDE, err, sizeof(err));
+    assert_non_null(d);
+    return d;
+}
+
+/* Waits for the run on (cu, set) to end, which it must do, and collects it. */
+static void tx_finish(const eng_dev_ops *ops, eng_dev *d, unsigned cu, unsigned set)
+{
+    assert_int_equal(tx_wait(ops, d, cu, set), ENG_RUN_DONE);
+    assert_int_equal(ops->collect(d, cu, set), 0);
+}
+
+/* An LZ4 block of len bytes at comp decodes to the TX_STRIDE bytes at want. */
+static void tx_check_block(const uint8_t *comp, uint32_t len, const uint8_t *want)
+{
+    uint8_t *back = malloc(TX_STRIDE);
+    int n = LZ4_decompress_safe((const char *)comp, (char *)back, (int)len, TX_STRIDE);
+    assert_int_equal(n, TX_STRIDE);
+    assert_memory_equal(back, want, TX_STRIDE);
+    free(back);
+}
+
 /* The API sequence: open, one kernel per CU, buffer sets, start, busy, done, collect. */
 static void test_sequence_and_busy(void **state)
 {
     (void)state;
-    const eng_dev_ops *ops = tx_ops();
-    char err[512] = "";
-    eng_config cfg = tx_config(0);
-    eng_dev *d = ops->open(&cfg, TX_STRIDE, err, sizeof(err));
-    assert_non_null(d);
+    const eng_dev_ops *ops;
+    eng_dev *d = tx_open(&ops, 0);
     assert_int_equal(ops->n_cus(d), 2);
     assert_int_equal(ops->n_sets(d), 2);
     assert_int_equal(ops->capacity(d), 8);
@@ -170,8 +195,7 @@ static void test_sequence_and_busy(void **state)
     assert_int_equal(ops->start(d, 1, 1, 3, input), 0);
     /* The run completes 100 ms after it starts: right now the card is busy. */
     assert_int_equal(ops->poll(d, 1, 1), ENG_RUN_RUNNING);
-    assert_int_equal(tx_wait(ops, d, 1, 1), ENG_RUN_DONE);
-    assert_int_equal(ops->collect(d, 1, 1), 0);
+    tx_finish(ops, d, 1, 1);
     /* No kernel ran under the noop shim: the sentinel is still there for the engine to see. */
     for (int j = 0; j < 3; j++)
         assert_int_equal(bs->sizes[j], 0xFFFFFFFFu);
@@ -186,40 +210,30 @@ static void test_sequence_and_busy(void **state)
 static void test_model_output(void **state)
 {
     (void)state;
-    const eng_dev_ops *ops = tx_ops();
-    char err[512] = "";
-    eng_config cfg = tx_config(1);
-    eng_dev *d = ops->open(&cfg, TX_STRIDE, err, sizeof(err));
-    assert_non_null(d);
+    const eng_dev_ops *ops;
+    eng_dev *d = tx_open(&ops, 1);
     assert_string_equal(ops->label(d), "xrt-model");
-    uint8_t *orig = malloc(8 * TX_STRIDE), *back = malloc(TX_STRIDE);
+    uint8_t *orig = malloc(8 * TX_STRIDE);
     eng_bufset *bs = ops->bufset(d, 0, 1);
     uint32_t input = tx_fill(bs, 8, orig);
     assert_int_equal(ops->start(d, 0, 1, 8, input), 0);
-    assert_int_equal(tx_wait(ops, d, 0, 1), ENG_RUN_DONE);
-    assert_int_equal(ops->collect(d, 0, 1), 0);
+    tx_finish(ops, d, 0, 1);
     for (uint32_t j = 0; j < 7; j++) {
         assert_true(bs->sizes[j] > 0 && bs->sizes[j] < TX_STRIDE);
-        int n = LZ4_decompress_safe((const char *)bs->out + (size_t)j * TX_STRIDE, (char *)back,
-                                    (int)bs->sizes[j], TX_STRIDE);
-        assert_int_equal(n, TX_STRIDE);
-        assert_memory_equal(back, orig + (size_t)j * TX_STRIDE, TX_STRIDE);
+        tx_check_block(bs->out + (size_t)j * TX_STRIDE, bs->sizes[j],
+                       orig + (size_t)j * TX_STRIDE);
     }
     assert_true(bs->sizes[7] >= TX_STRIDE && bs->sizes[7] <= TX_STRIDE + TX_STRIDE / 64);
     ops->close(d);
     free(orig);
-    free(back);
 }
 
 /* A run given up on leaves the set usable; closing with runs in flight returns. */
 static void test_abandon_and_close_in_flight(void **state)
 {
     (void)state;
-    const eng_dev_ops *ops = tx_ops();
-    char err[512] = "";
-    eng_config cfg = tx_config(1);
-    eng_dev *d = ops->open(&cfg, TX_STRIDE, err, sizeof(err));
-    assert_non_null(d);
+    const eng_dev_ops *ops;
+    eng_dev *d = tx_open(&ops, 1);
     uint8_t *orig = malloc(8 * TX_STRIDE);
     uint32_t input = tx_fill(ops->bufset(d, 0, 0), 2, orig);
     assert_int_equal(ops->start(d, 0, 0, 2, input), 0);
@@ -227,8 +241,7 @@ static void test_abandon_and_close_in_flight(void **state)
     ops->abandon(d, 0, 0);
     input = tx_fill(ops->bufset(d, 0, 0), 2, orig);
     assert_int_equal(ops->start(d, 0, 0, 2, input), 0);
-    assert_int_equal(tx_wait(ops, d, 0, 0), ENG_RUN_DONE);
-    assert_int_equal(ops->collect(d, 0, 0), 0);
+    tx_finish(ops, d, 0, 0);
     assert_true(ops->bufset(d, 0, 0)->sizes[0] < TX_STRIDE);
     /* runs in flight on both compute units, then close */
     for (unsigned cu = 0; cu < 2; cu++) {
@@ -276,7 +289,7 @@ static void tx_engine(int model)
     assert_non_null(eng);
     enum { N = 24 };
     eng_job jobs[N];
-    uint8_t *src = malloc((size_t)N * TX_STRIDE), *back = malloc(TX_STRIDE);
+    uint8_t *src = malloc((size_t)N * TX_STRIDE);
     uint32_t cap = eng_bound(TX_STRIDE);
     uint8_t *dst = malloc((size_t)N * cap);
     for (int i = 0; i < N; i++) {
@@ -287,10 +300,7 @@ static void tx_engine(int model)
     eng_compress(eng, jobs, N);
     for (int i = 0; i < N; i++) {
         assert_true(jobs[i].out_len < TX_STRIDE);
-        int n = LZ4_decompress_safe((const char *)jobs[i].dst, (char *)back,
-                                    (int)jobs[i].out_len, TX_STRIDE);
-        assert_int_equal(n, TX_STRIDE);
-        assert_memory_equal(back, jobs[i].src, TX_STRIDE);
+        tx_check_block(jobs[i].dst, jobs[i].out_len, jobs[i].src);
     }
     eng_stats st;
     eng_get_stats(eng, &st);
@@ -304,7 +314,7 @@ static void tx_engine(int model)
         assert_string_equal(eng_backend_name(eng), "xrt");
     }
     eng_close(eng);
-    free(src), free(dst), free(back);
+    free(src), free(dst);
 }
 
 static void test_engine_catches_every_output(void **state) { (void)state; tx_engine(0); }
