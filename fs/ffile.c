@@ -89,6 +89,8 @@ struct ff_file_s {
     uint8_t *zero_comp;                /* a whole zero block, compressed once */
     uint32_t zero_comp_len;
     uint32_t n_dirty;                  /* blocks in FF_DIRTY */
+    int deferred_err;                  /* a streaming commit failed; the next full commit
+                                          (close, fsync) retries and reports it */
     struct timespec mtime;             /* logical modification time */
 };
 
@@ -799,12 +801,12 @@ static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
 static int ff_commit(ff_file *f, int durable, int pressure)
 {
     int full = !pressure || durable || f->rewrite_min < f->n_stored;
-    /* Over budget, a writer first ends its oldest brick in flight: that is what frees
-     * memory, where starting another would take more. */
+    /* Over budget, a writer ends its bricks in flight, and waits for the one it starts:
+     * that is what frees memory, and every writer doing so bounds the total by mem_mb
+     * however many files are written at once. */
     int over = f->env->dirty_bytes > f->env->opt.mem_bytes / 2;
-    int rc = full ? ff_batch_finish(f)
-             : f->n_batches == FF_MAX_BATCHES || (over && f->n_batches) ? ff_batch_finish_one(f)
-                                                                        : 0;
+    int rc = full || over ? ff_batch_finish(f)
+             : f->n_batches == FF_MAX_BATCHES ? ff_batch_finish_one(f) : 0;
     if (rc < 0)
         return rc;
     if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0)
@@ -818,8 +820,10 @@ static int ff_commit(ff_file *f, int durable, int pressure)
         ff_plan_free(f->env, &p);              /* nothing whole to stream yet */
         return 0;
     }
-    if (rc == 0 && stream)
-        return ff_commit_stream(f, &p);
+    if (rc == 0 && stream) {
+        rc = ff_commit_stream(f, &p);
+        return rc == 0 && over ? ff_batch_finish(f) : rc;
+    }
     if (rc == 0 && (rc = ff_submit(f, &p)) == 0) {
         eng_wait(f->env->eng, &p.ticket);
         rc = ff_commit_write(f, &p, durable);
@@ -838,6 +842,8 @@ static int ff_commit(ff_file *f, int durable, int pressure)
     }
     ff_restore_mtime(f);
     ff_plan_free(f->env, &p);
+    if (rc == 0 && full)
+        f->deferred_err = 0;
     return rc;
 }
 
@@ -1086,14 +1092,23 @@ int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
 
 /* Commits early when dirty blocks pile up: an appending writer every brick of blocks (cheap:
  * nothing before its tail moves), anyone when the mount's memory budget is spent. */
+/* A streaming commit that fails (a full disk) does not fail the write: the kernel would
+ * take that as a failed write-back, fail close without sending the flush, and keep pages
+ * it never wrote. The blocks stay in memory and close or fsync retries and reports the
+ * error; only a writer over the memory budget gets it at once. */
 static int ff_maybe_commit(ff_file *f)
 {
     uint64_t budget = f->env->opt.mem_bytes / 2;
     int appending = f->rewrite_min >= f->n_stored || f->rewrite_min + 1 == f->n_stored;
-    if ((appending && f->n_dirty >= FF_STREAM_BLOCKS) || f->env->dirty_bytes > budget ||
-        (uint64_t)f->n_dirty * f->bs > budget / 2)
-        return ff_commit(f, 0, appending ? FF_COMMIT_STREAM : FF_COMMIT_MEMORY);
-    return 0;
+    int over = f->env->dirty_bytes > budget || (uint64_t)f->n_dirty * f->bs > budget / 2;
+    if (!over && (f->deferred_err || !(appending && f->n_dirty >= FF_STREAM_BLOCKS)))
+        return 0;
+    int rc = ff_commit(f, 0, appending ? FF_COMMIT_STREAM : FF_COMMIT_MEMORY);
+    if (rc < 0 && !over) {
+        f->deferred_err = rc;
+        return 0;
+    }
+    return rc;
 }
 
 static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off)
