@@ -7,7 +7,8 @@ store=${FPGALZ4FS_DEMO_STORE:-/var/lib/fpgalz4fs-demo}
 mnt=${FPGALZ4FS_DEMO_MOUNT:-/mnt/fpgalz4fs-demo}
 "$src/scripts/install-deps.sh"
 "$src/scripts/build.sh"
-install -m 0755 "$src/build/fpgalz4fs" "$src/build/mkfpgalz4fs" /usr/local/bin/
+# the daemon, the tools, the card plugins this host could build, and the man pages
+cmake --install "$src/build" >/dev/null
 mkdir -p "$store" "$mnt"
 if mountpoint -q "$mnt"; then
     echo "fpgalz4fs demo: already mounted: $store on $mnt"
