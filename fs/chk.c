@@ -2,8 +2,9 @@
  * (docs/FORMAT.md, 2.1), so a file with an intact table is checked against it block by block
  * and frame by frame, and one without is walked and given a table rebuilt from what the walk
  * accepts. Unlike a repair at open, which verifies block checksums during the walk and cuts
- * at the first bad block, the walk here does not verify: a bad block stays in the rebuilt
- * table and is reported, so that every other block of the file stays readable. */
+ * a bad block that ends the file as a torn tail, the walk here does not verify: a bad block
+ * stays in the rebuilt table and is reported, so that every other block of the file stays
+ * readable. */
 #include "chk.h"
 
 #include <dirent.h>

@@ -387,6 +387,7 @@ typedef struct {
     uint8_t *data;                     /* block_size + 4 bytes, for verification */
     fmt_entries entries;
     uint64_t size;                     /* logical bytes so far */
+    uint32_t bad;                      /* blocks of the current frame whose checksum failed */
 } fmt_scanner;
 
 /* Checks the blocks of one frame: every block but the last is full, raw blocks have their
@@ -434,9 +435,12 @@ static uint64_t fmt_scan_frame(fmt_scanner *s, uint64_t pos)
         uint32_t size = fmt_word_size(word);
         if (size > s->block_size || p + fmt_block_len(word) > s->file_len)
             return 0;
-        if (s->verify && (fmt_pread_all(s->fd, s->data, size + 4, p + 4) < 0 ||
-                          XXH32(s->data, size, 0) != fmt_get32(s->data + size)))
-            return 0;
+        if (s->verify) {
+            if (fmt_pread_all(s->fd, s->data, size + 4, p + 4) < 0)
+                return 0;
+            /* counted, not fatal: fmt_scan decides whether it is damage or a torn tail */
+            s->bad += XXH32(s->data, size, 0) != fmt_get32(s->data + size);
+        }
         if (fmt_entries_push(&s->entries, p, word) < 0)
             return 0;
         p += fmt_block_len(word);
@@ -456,9 +460,16 @@ fmt_error fmt_scan(int fd, uint64_t file_len, uint32_t block_size, int verify,
     if (verify && !(s.data = malloc((size_t)block_size + 4)))
         return FMT_ERR_NOMEM;
     uint64_t pos = FMT_MARKER_LEN;
+    /* A whole frame with a bad block is damage when a whole item follows it (a torn commit
+     * leaves its bad bytes only at the end): it is kept, and its bad blocks read as EIO. As
+     * the last item it counts as torn and is cut. pend_* is such a frame awaiting a follower. */
+    uint64_t pend_pos = 0, pend_size = 0;
+    uint32_t pend_n = 0;
     while (pos + 8 <= file_len) {
         uint8_t h[8];
         uint32_t n_before = s.entries.n;
+        uint64_t size_before = s.size;
+        s.bad = 0;
         if (fmt_pread_all(fd, h, 8, pos) < 0)
             break;
         uint32_t magic = fmt_get32(h);
@@ -473,7 +484,14 @@ fmt_error fmt_scan(int fd, uint64_t file_len, uint32_t block_size, int verify,
             s.entries.n = n_before;    /* drop the blocks of a frame that did not end */
             break;
         }
+        pend_pos = 0;                  /* a whole item: the pending frame was not the tail */
+        if (s.bad)
+            pend_pos = pos, pend_n = n_before, pend_size = size_before;
         pos = next;
+    }
+    if (pend_pos) {
+        s.entries.n = pend_n, s.size = pend_size;
+        pos = pend_pos;
     }
     free(s.data);
     out->valid_end = pos;

@@ -140,7 +140,9 @@ typedef struct {
 } fmt_scan_result;
 
 /* Walks every frame and skippable frame after the marker. verify also checks every
- * block's checksum (reads all data). Visible blocks become the table. */
+ * block's checksum (reads all data): a frame with a bad block is cut as a torn tail when it
+ * is the last whole item, and kept (its bad blocks read as EIO) when a whole item follows it.
+ * Visible blocks become the table. */
 fmt_error fmt_scan(int fd, uint64_t file_len, uint32_t block_size, int verify,
                    fmt_scan_result *out);
 
