@@ -6,7 +6,8 @@
 # The test ends with `finish`, which prints "N passed, M failed" and exits non-zero on any
 # failure.
 #
-# Environment: BUILD_DIR (default /work/main/build), SRC_DIR (default /work/main),
+# Environment: BUILD_DIR (default SRC_DIR/build), SRC_DIR (default: the checkout holding
+# this file),
 # FS_EXTRA_OPTS (extra -o options for every mount, e.g. engine=emu), TEST_TIMEOUT (seconds
 # before the watchdog aborts the test's mounts and stops it; default 840), KEEP_WS=1 (keep the
 # workspace for inspection).
@@ -14,8 +15,8 @@
 set -u
 set -o pipefail
 
-BUILD_DIR=${BUILD_DIR:-/work/main/build}
-SRC_DIR=${SRC_DIR:-/work/main}
+SRC_DIR=${SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD_DIR=${BUILD_DIR:-$SRC_DIR/build}
 MKFS="$BUILD_DIR/mkfpgalz4fs"
 DAEMON="$BUILD_DIR/fpgalz4fs"
 OPCHECK="$BUILD_DIR/opcheck"
