@@ -445,12 +445,16 @@ _lib_lz4d() {
 }
 
 # lz4_check BACKING MNT: for every regular file under MNT, `lz4 -d -c BACKING/rel` must equal
-# MNT/rel. Prints every mismatch (first 20) and returns non-zero when there was one.
+# MNT/rel. Prints every mismatch (first 20) and returns non-zero when there was one. Each file
+# is read through MNT first: after a crash the first open repairs a torn file or finishes an
+# interrupted commit (SPEC.md "Crash safety": it decodes "perhaps after the automatic
+# repair"), and lz4 -d must not read the backing file while that open is rewriting it.
 lz4_check() {
     local b=$1 m=$2 rel bad=0 n=0
     while IFS= read -r -d '' rel; do
         rel=${rel#./}
         n=$((n + 1))
+        cat "$m/$rel" >/dev/null 2>&1
         if ! _lib_lz4d "$b/$rel" | cmp -s - "$m/$rel"; then
             bad=$((bad + 1))
             if [ $bad -le 20 ]; then
