@@ -300,20 +300,11 @@ static int dm_engine(struct dm_config *c, const char *engine)
         c->engine_auto = 1;
         return 0;
     }
-    if (strcmp(engine, "sw") == 0)
-        return 0;
-    if (strcmp(engine, "emu") == 0) {
-        c->backend = ENG_BACKEND_EMU;
-        return 0;
-    }
-    if (strcmp(engine, "xrt") == 0) {
-        c->backend = ENG_BACKEND_XRT;
-        return 0;
-    }
-    if (strcmp(engine, "cuda") == 0) {
-        c->backend = ENG_BACKEND_CUDA;
-        return 0;
-    }
+    for (eng_backend b = ENG_BACKEND_SW; b <= ENG_BACKEND_CUDA; b++)
+        if (strcmp(engine, eng_backend_option(b)) == 0) {
+            c->backend = b;
+            return 0;
+        }
     return dm_bad("engine=%s: expected auto, sw, emu, xrt or cuda", engine);
 }
 

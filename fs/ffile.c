@@ -308,6 +308,16 @@ static int ff_write_empty_table(int fd, uint64_t off)
     return rc;
 }
 
+/* Memory for a file that is its marker and an empty seek table, nothing else. */
+static void ff_set_empty(ff_file *f)
+{
+    f->size = f->n_blocks = f->n_stored = 0;
+    f->rewrite_min = UINT64_MAX;
+    f->n_pending = 0;
+    f->table_start = FMT_MARKER_LEN;
+    f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
+}
+
 /* Truncating to nothing (O_TRUNC, `cp` over a file) starts the file over: cut it back to its
  * marker, then write an empty seek table, so no old frame lingers as dead space. A crash in
  * between leaves the marker alone, which opens as an empty file: no old frame comes back. */
@@ -323,11 +333,7 @@ static int ff_empty(ff_file *f)
     /* New frames start again right after the marker, at the very offsets that name the old
      * blocks in the cache: without this a read could get an old block's decoded bytes. */
     bc_forget_file(f->env->cache, f->id);
-    f->size = f->n_blocks = f->n_stored = 0;
-    f->rewrite_min = UINT64_MAX;
-    f->n_pending = 0;
-    f->table_start = FMT_MARKER_LEN;
-    f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
+    ff_set_empty(f);
     return 0;
 }
 
@@ -1030,8 +1036,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     }
     f->mtime = st.st_mtim;
     f->bs = env->sb.block_size;
-    f->table_start = FMT_MARKER_LEN;
-    f->table_end = f->phys_end = sizeof(head);
+    ff_set_empty(f);
     *out = f;
     return 0;
 }

@@ -1008,6 +1008,16 @@ static void op_fstat(int s)
     touch(i);
 }
 
+/* A slot that passes filter, or -1 after closing some handle instead (the operation then has
+ * nothing to act on). */
+static int slot_or_close(int filter)
+{
+    int s = pick_slot(filter);
+    if (s < 0)
+        op_close(pick_slot(0));
+    return s;
+}
+
 static void maybe_inject(void)
 {
     if (cfg.inject_step < 0 || inject_done || (int64_t)step < cfg.inject_step)
@@ -1068,28 +1078,16 @@ static void do_step(void)
     } else if (r < 20) {
         op_close(pick_slot(0));
     } else if (r < 42) {
-        s = pick_slot(2);
-        if (s < 0)
-            op_close(pick_slot(0));
-        else
+        if ((s = slot_or_close(2)) >= 0)
             op_write(s, 0);
     } else if (r < 47) {
-        s = pick_slot(2);
-        if (s < 0)
-            op_close(pick_slot(0));
-        else
+        if ((s = slot_or_close(2)) >= 0)
             op_write(s, 1);
     } else if (r < 58) {
-        s = pick_slot(1);
-        if (s < 0)
-            op_close(pick_slot(0));
-        else
+        if ((s = slot_or_close(1)) >= 0)
             op_read(s);
     } else if (r < 65) {
-        s = pick_slot(2);
-        if (s < 0)
-            op_close(pick_slot(0));
-        else
+        if ((s = slot_or_close(2)) >= 0)
             op_truncate(s);
     } else if (r < 71) {
         op_rename();
@@ -1098,10 +1096,7 @@ static void do_step(void)
     } else if (r < 81) {
         op_fsync(pick_slot(0));
     } else if (r < 88) {
-        s = pick_slot(3);
-        if (s < 0)
-            op_close(pick_slot(0));
-        else
+        if ((s = slot_or_close(3)) >= 0)
             op_mmap(s);
     } else if (r < 92) {
         int cand[MAX_SLOTS], n = 0;
@@ -1113,10 +1108,7 @@ static void do_step(void)
         else
             op_open(cand[rng_below((uint64_t)n)]);
     } else if (r < 96) {
-        s = pick_slot(2);
-        if (s < 0)
-            op_close(pick_slot(0));
-        else
+        if ((s = slot_or_close(2)) >= 0)
             op_fallocate(s);
     } else {
         op_fstat(pick_slot(0));
