@@ -544,13 +544,18 @@ static void test_injected_errors(void **state)
     crowd cr = {.n = 4,
                 .proto = {.eng = eng, .calls = 100, .max_jobs = 16, .min_len = 512,
                           .max_len = BS, .pause_us = 5000}};
-    run_bounded("callers with card errors", crowd_run, &cr, LIVENESS_S);
-    assert_int_equal(cr.bad, 0);
+    /* How many runs fit between back-offs depends on the machine's speed, so the callers
+     * go on, round after round, until the card has been used again several times; a card
+     * never retried after its back-off fails every round. */
     eng_stats st;
-    eng_get_stats(eng, &st);
+    unsigned round = 0;
+    do {
+        run_bounded("callers with card errors", crowd_run, &cr, LIVENESS_S);
+        eng_get_stats(eng, &st);
+    } while (++round < 8 && (st.bricks_card < 5 || st.fallback_error < 5));
+    print_message("    %u round(s)\n", round);
+    assert_int_equal(cr.bad, 0);
     expect_counters(&st, &cr.sum);
-    assert_true(st.fallback_error > 0);
-    /* spread over time, the card is retried after each back-off: many runs, some failed */
     assert_true(st.bricks_card >= 5);
     assert_true(st.fallback_error >= 5);
     eng_close(eng);
