@@ -98,9 +98,10 @@ check "fpgalz4fs --version lists emu among the backends" \
 
 # ------------------------------------------------------------------------------ 1. big copy
 
-say "== large copy, engine=emu,emu_card_mbps=200"
+say "== large copy, engine=emu,emu_card_mbps=100"
 use_store big
-if check "mount engine=emu,emu_card_mbps=200" mount_store "engine=emu,emu_card_mbps=200"; then
+# the card is slower than any writer, even under the sanitizers: bricks find it busy
+if check "mount engine=emu,emu_card_mbps=100" mount_store "engine=emu,emu_card_mbps=100"; then
     LOG1=$(last_log)
     check_show "cp of $BIG_SIZE bytes" timed cp "$SRC/big" "$MNT/big"
     check "copy reads back identical (cmp)" cmp "$SRC/big" "$MNT/big"
@@ -129,12 +130,24 @@ fi
 
 # ------------------------------------------------------------------------------ 2. errors
 
+# copy_until_fault: faults come from a seeded sequence, but how many runs reach the card in
+# one copy depends on the machine's speed; copies go on (at most 8) until one shows
+copy_until_fault() {
+    local k
+    for k in 1 2 3 4 5 6 7 8; do
+        [ "$(stat_of "$(stats "$MNT")" fallback_error)" -gt 0 ] && return 0
+        check "another copy (until a card fault shows)" \
+            bash -c "timeout 120 cp '$SRC/mid' '$MNT/mid.$k' && cmp '$SRC/mid' '$MNT/mid.$k'"
+    done
+}
+
 say "== injected card errors: engine=emu,emu_error_rate=0.1"
 use_store err
 BLOCK_SIZE=64K
 if check "mount engine=emu,emu_error_rate=0.1 (64K blocks)" mount_store "engine=emu,emu_error_rate=0.1"; then
     check_show "cp of 64 MiB" timed cp "$SRC/mid" "$MNT/mid"
     check "copy reads back identical" cmp "$SRC/mid" "$MNT/mid"
+    copy_until_fault
     S=$(stats "$MNT")
     show_stats "$S"
     check "counters: fallback_error > 0" expect_counter "$S" fallback_error -gt 0
@@ -154,6 +167,7 @@ if check "mount engine=emu,emu_hang_rate=0.05,card_timeout_ms=100 (64K blocks)" 
     # the copy must finish: a generous bound (a liveness check, not a speed target)
     check_show "cp of 64 MiB finishes (within 120 s)" timed timeout 120 cp "$SRC/mid" "$MNT/mid"
     check "copy reads back identical" cmp "$SRC/mid" "$MNT/mid"
+    copy_until_fault
     S=$(stats "$MNT")
     show_stats "$S"
     check "counters: fallback_error > 0" expect_counter "$S" fallback_error -gt 0

@@ -436,8 +436,10 @@ times() {
     touch -d '1999-12-31 23:59:58.5' "$WS/cpa"
     cp -a "$WS/cpa" "$M/cpa" || return 1
     [ "$(stat -c %.9Y "$M/cpa")" = "$(stat -c %.9Y "$WS/cpa")" ] || { echo "cp -a mtime $(stat -c %.9Y "$M/cpa") vs $(stat -c %.9Y "$WS/cpa")"; return 1; }
+    # the kernel stamps times from a coarse clock: compare with a file stamped the same way
     local before now
-    before=$(date +%s)
+    printf r >"$M/ref" || return 1
+    before=$(stat -c %Y "$M/ref")
     echo more >>"$M/cpa" || return 1
     now=$(stat -c %Y "$M/cpa")
     [ "$now" -ge "$before" ] || { echo "mtime not updated by a write: $now < $before"; return 1; }
@@ -470,10 +472,13 @@ check "rename over an existing file" bash -c "printf A >'$M/ra' && printf B >'$M
 check "rename of a directory" bash -c "mkdir -p '$M/rd/sub' && printf q >'$M/rd/sub/f' && mv '$M/rd' '$M/rd2' && test \"\$(cat '$M/rd2/sub/f')\" = q"
 locks() {
     : >"$M/lockf" || return 1
-    flock "$M/lockf" sleep 3 &
-    local holder=$!
-    sleep 0.5
-    if flock -n "$M/lockf" true; then echo "flock: a second exclusive lock was granted"; wait $holder; return 1; fi
+    # the holder says when it holds the lock and keeps it until told to let go
+    rm -f "$WS/lock-held" "$WS/lock-release"
+    flock "$M/lockf" sh -c "touch '$WS/lock-held'; i=0; while [ ! -e '$WS/lock-release' ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i+1)); done" &
+    local holder=$! i
+    for i in $(seq 1 200); do [ -e "$WS/lock-held" ] && break; sleep 0.1; done
+    [ -e "$WS/lock-held" ] || { echo "flock: the first lock was never taken"; touch "$WS/lock-release"; wait $holder; return 1; }
+    if flock -n "$M/lockf" true; then echo "flock: a second exclusive lock was granted"; touch "$WS/lock-release"; wait $holder; return 1; fi
     python3 -c "
 import fcntl, os, sys
 fd = os.open('$M/lockf', os.O_RDWR)
@@ -488,7 +493,8 @@ if pid == 0:
         os._exit(0)
 _, st = os.waitpid(pid, 0)
 sys.exit('fcntl: a conflicting lock was granted' if st else 0)
-" || { wait $holder; return 1; }
+" || { touch "$WS/lock-release"; wait $holder; return 1; }
+    touch "$WS/lock-release"
     wait $holder
 }
 check "flock and fcntl locks between processes" locks

@@ -598,12 +598,18 @@ static void test_hangs(void **state)
     crowd cr = {.n = 4,
                 .proto = {.eng = eng, .calls = 100, .max_jobs = 16, .min_len = 512,
                           .max_len = BS, .pause_us = 5000}};
-    run_bounded("callers with hanging card runs", crowd_run, &cr, LIVENESS_S);
-    print_message("    longest eng_compress call: %.3f s\n", cr.max_call_s);
+    /* On a slow machine runs that did not hang may time out too, each lengthening the
+     * back-off; the callers go on, round after round, until the card has been tried again
+     * with success. A card never retried after its time-outs fails every round. */
+    eng_stats st;
+    unsigned round = 0;
+    do {
+        run_bounded("callers with hanging card runs", crowd_run, &cr, LIVENESS_S);
+        eng_get_stats(eng, &st);
+    } while (++round < 8 && (st.bricks_card == 0 || st.fallback_error == 0));
+    print_message("    %u round(s); longest eng_compress call: %.3f s\n", round, cr.max_call_s);
     assert_true(cr.max_call_s < LIVENESS_S);
     assert_int_equal(cr.bad, 0);
-    eng_stats st;
-    eng_get_stats(eng, &st);
     expect_counters(&st, &cr.sum);
     assert_true(st.fallback_error > 0);
     assert_true(st.bricks_card > 0);   /* the card is tried again after the time-outs */
