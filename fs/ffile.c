@@ -1101,11 +1101,16 @@ int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
  * take that as a failed write-back, fail close without sending the flush, and keep pages
  * it never wrote. The blocks stay in memory and close or fsync retries and reports the
  * error; only a writer over the memory budget gets it at once. */
-static int ff_maybe_commit(ff_file *f)
+static int ff_over_budget(const ff_file *f)
 {
     uint64_t budget = f->env->opt.mem_bytes / 2;
+    return f->env->dirty_bytes > budget || (uint64_t)f->n_dirty * f->bs > budget / 2;
+}
+
+static int ff_maybe_commit(ff_file *f)
+{
     int appending = f->rewrite_min >= f->n_stored || f->rewrite_min + 1 == f->n_stored;
-    int over = f->env->dirty_bytes > budget || (uint64_t)f->n_dirty * f->bs > budget / 2;
+    int over = ff_over_budget(f);
     if (!over && (f->deferred_err || !(appending && f->n_dirty >= FF_STREAM_BLOCKS)))
         return 0;
     int rc = ff_commit(f, 0, appending ? FF_COMMIT_STREAM : FF_COMMIT_MEMORY);
@@ -1116,17 +1121,30 @@ static int ff_maybe_commit(ff_file *f)
     return rc;
 }
 
+/* Ends the streaming batches before a write touches their blocks or the size. A batch that
+ * failed left its blocks dirty: as in ff_maybe_commit, the write goes on and close or
+ * fsync reports the failure, unless the writer is over the memory budget. */
+static int ff_batch_settle(ff_file *f)
+{
+    int rc = ff_batch_finish(f);
+    if (rc < 0 && !ff_over_budget(f)) {
+        f->deferred_err = rc;
+        return 0;
+    }
+    return rc;
+}
+
 static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off)
 {
     int rc = 0;
-    if (off + len > f->size)
+    if (off + len > f->size && (rc = ff_batch_settle(f)) == 0)
         rc = ff_resize(f, off + len);
     for (size_t done = 0; rc == 0 && done < len;) {
         uint64_t pos = off + done, i = pos / f->bs, boff = pos % f->bs;
         uint64_t n = ff_blen(f, i) - boff;
         if (n > len - done)
             n = len - done;
-        if (ff_batch_holds(f, i) && (rc = ff_batch_finish(f)) < 0)
+        if (ff_batch_holds(f, i) && (rc = ff_batch_settle(f)) < 0)
             break;
         rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
         if (rc == 0) {

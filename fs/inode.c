@@ -260,12 +260,14 @@ static void in_maybe_free_locked(in_table *t, struct in_inode *n)
     in_free(n);
 }
 
-void in_forget(in_table *t, struct in_inode *n, uint64_t count)
+uint64_t in_forget(in_table *t, struct in_inode *n, uint64_t count)
 {
     pthread_mutex_lock(&t->lock);
     n->nlookup = count >= n->nlookup ? 0 : n->nlookup - count;
+    uint64_t left = n->nlookup;
     in_maybe_free_locked(t, n);
     pthread_mutex_unlock(&t->lock);
+    return left;
 }
 
 void in_pin(in_table *t, struct in_inode *n)

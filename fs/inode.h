@@ -52,7 +52,12 @@ struct in_inode {
     unsigned open_count;               /* open handles of a regular file */
     unsigned writers;                  /* those of them opened for writing: only while
                                           there are some can the kernel hold dirty pages */
-    ff_file *file;                     /* shared open state while open_count > 0, else NULL */
+    ff_file *file;                     /* shared open state while open_count > 0 or while
+                                          retained, else NULL */
+    int retained;                      /* file outlives its last release: it holds data
+                                          whose commit failed (a full disk), kept for
+                                          reads and later commits until the kernel forgets
+                                          the inode; the retention holds one pin */
     int size_valid;                    /* the cached logical size below is filled */
     off_t size_key;                    /* backing st_size the cached size was read at */
     struct timespec size_ctim;         /* backing st_ctim the cached size was read at */
@@ -85,8 +90,9 @@ int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out);
 int in_lookup_at(in_table *t, int dirfd, const char *name, struct stat *st,
                  struct in_inode **out);
 
-/* Drops n lookup references; frees the inode when none are left and no handle pins it. */
-void in_forget(in_table *t, struct in_inode *n, uint64_t count);
+/* Drops n lookup references; frees the inode when none are left and no handle pins it.
+ * Returns the references left (n may be gone when that is 0 and nothing pinned it). */
+uint64_t in_forget(in_table *t, struct in_inode *n, uint64_t count);
 
 /* Open handles pin an inode: it outlives a forget until the last release. */
 void in_pin(in_table *t, struct in_inode *n);

@@ -35,9 +35,19 @@ static struct op_fs *op_fs(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
+/* A regular file's handle is its inode's shared ff_file, tagged in bit 0 (free: the state
+ * is malloc'ed) when the handle was opened for writing, since flush requests do not carry
+ * the open flags. */
+#define OP_FH_WRITES 1u
+
 static ff_file *op_file(const struct fuse_file_info *fi)
 {
-    return (ff_file *)(uintptr_t)fi->fh;
+    return (ff_file *)(uintptr_t)(fi->fh & ~(uint64_t)OP_FH_WRITES);
+}
+
+static int op_handle_writes(const struct fuse_file_info *fi)
+{
+    return (fi->fh & OP_FH_WRITES) != 0;
 }
 
 static int op_is_root(struct op_fs *fs, fuse_ino_t parent)
@@ -277,12 +287,84 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->time_gran = 1;
 }
 
+/* A file whose last commit failed (a full disk) is not dropped at its release: with the
+ * writeback cache the kernel keeps the size and pages that were written until it forgets
+ * the inode, and a page it evicts would then read back as zeros. The state stays, serving
+ * reads and trying its commit again at every later release, until the kernel forgets the
+ * inode or unmount. At most OP_RETAIN_MAX files are kept, holding one descriptor each;
+ * their unstored blocks stay counted against mem_mb. */
+#define OP_RETAIN_MAX 64
+
+/* Frees n's shared state, ending its retention if it had one. Called with n->lock held;
+ * *err keeps an earlier error, else takes the final commit's. */
+static void op_free_file(struct op_fs *fs, struct in_inode *n, int *err)
+{
+    struct stat st;
+    int deleted = n->retained && fstat(ff_fd(n->file), &st) == 0 && st.st_nlink == 0;
+    int rerr = ff_release(n->file);
+    if (!*err)
+        *err = rerr;
+    n->file = NULL;
+    n->size_valid = 0;                 /* coarse ctimes may not tell the commit apart */
+    if (!n->retained)
+        return;
+    n->retained = 0;
+    atomic_fetch_sub(&fs->retained, 1);
+    in_unpin(fs->tab, n);              /* the retention's pin */
+    if (deleted)
+        lg_printf(fs->log, LG_INFO, "inode %ju: the data kept after a failed close went with "
+                  "the deleted file", (uintmax_t)n->key.ino);
+    else
+        lg_printf(fs->log, rerr ? LG_ERR : LG_INFO, "inode %ju: the data kept after a failed "
+                  "close %s%s", (uintmax_t)n->key.ino, rerr ? "are lost: " : "are now stored",
+                  rerr ? strerror(-rerr) : "");
+}
+
+/* Keeps n's state after a failed last commit, when there is room; returns 1 if kept (the
+ * retention then holds the releasing handle's pin). */
+static int op_retain(struct op_fs *fs, struct in_inode *n, int err)
+{
+    if (ff_is_foreign(n->file))
+        return 0;
+    if (atomic_fetch_add(&fs->retained, 1) >= OP_RETAIN_MAX) {
+        atomic_fetch_sub(&fs->retained, 1);
+        return 0;
+    }
+    n->retained = 1;
+    lg_printf(fs->log, LG_WARN, "inode %ju: commit failed at its last close (%s): the "
+              "unstored data stay in memory until a later commit succeeds or the kernel "
+              "forgets the inode", (uintmax_t)n->key.ino, strerror(-err));
+    return 1;
+}
+
+/* The last handle is gone: commit, then free the state or keep it. Called with n->lock
+ * held; returns 1 when the releasing handle's pin now belongs to a new retention. */
+static int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
+{
+    *err = ff_flush(n->file, 0);
+    if (*err && n->retained)
+        return 0;                      /* kept already, by the retention's own pin */
+    if (*err && op_retain(fs, n, *err))
+        return 1;
+    op_free_file(fs, n, err);
+    return 0;
+}
+
+static void op_end_retention(struct op_fs *fs, struct in_inode *n)
+{
+    pthread_mutex_lock(&n->lock);
+    int err = 0;
+    if (n->retained && n->open_count == 0 && n->file)
+        op_free_file(fs, n, &err);
+    pthread_mutex_unlock(&n->lock);
+}
+
 static void op_release_at_exit(struct in_inode *n, void *arg)
 {
     struct op_fs *fs = arg;
-    int err = ff_release(n->file);
-    n->file = NULL;
+    int err = 0;
     n->open_count = 0;
+    op_free_file(fs, n, &err);
     if (err)
         lg_printf(fs->log, LG_ERR, "unmount: committing inode %ju failed: %s",
                   (uintmax_t)n->key.ino, strerror(-err));
@@ -336,10 +418,24 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     op_reply_entry(req, op_log(fs, "lookup", in_get(fs->tab, parent), name, err), &e);
 }
 
+/* Once the kernel forgets an inode it holds none of its pages or its size any more: a file
+ * retained after a failed commit gets its last try, and its data go with the inode. */
+static void op_forget_one(struct op_fs *fs, struct in_inode *n, uint64_t count)
+{
+    if (atomic_load(&fs->retained) == 0) {
+        in_forget(fs->tab, n, count);
+        return;
+    }
+    in_pin(fs->tab, n);
+    if (in_forget(fs->tab, n, count) == 0)
+        op_end_retention(fs, n);
+    in_unpin(fs->tab, n);
+}
+
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
     struct op_fs *fs = op_fs(req);
-    in_forget(fs->tab, in_get(fs->tab, ino), nlookup);
+    op_forget_one(fs, in_get(fs->tab, ino), nlookup);
     fuse_reply_none(req);
 }
 
@@ -347,7 +443,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 {
     struct op_fs *fs = op_fs(req);
     for (size_t i = 0; i < count; i++)
-        in_forget(fs->tab, in_get(fs->tab, forgets[i].ino), forgets[i].nlookup);
+        op_forget_one(fs, in_get(fs->tab, forgets[i].ino), forgets[i].nlookup);
     fuse_reply_none(req);
 }
 
@@ -736,6 +832,11 @@ static int op_writable(const struct fuse_file_info *fi)
     return (fi->flags & O_ACCMODE) != O_RDONLY;
 }
 
+static uint64_t op_fh(ff_file *f, const struct fuse_file_info *fi)
+{
+    return (uintptr_t)f | (op_writable(fi) ? OP_FH_WRITES : 0u);
+}
+
 static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi)
 {
     if (!S_ISREG(n->type))
@@ -748,8 +849,8 @@ static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_
     if (!err) {
         n->open_count++;
         n->writers += op_writable(fi);
-        fi->fh = (uintptr_t)n->file;
-    } else if (n->file && n->open_count == 0) {
+        fi->fh = op_fh(n->file, fi);
+    } else if (n->file && n->open_count == 0 && !n->retained) {
         ff_release(n->file);
         n->file = NULL;
     }
@@ -794,7 +895,7 @@ static int op_install_new(struct op_fs *fs, ff_file *f, struct fuse_entry_param 
     n->writers += op_writable(fi);
     e->attr.st_size = (off_t)ff_size(n->file);
     ff_get_mtime(n->file, &e->attr.st_mtim);
-    fi->fh = (uintptr_t)n->file;
+    fi->fh = op_fh(n->file, fi);
     pthread_mutex_unlock(&n->lock);
     fi->keep_cache = 1;
     e->ino = in_nodeid(fs->tab, n);
@@ -903,11 +1004,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 /* Every close(2) of a handle: its error is what close returns, so data acknowledged by
- * close is in the backing file. */
+ * close is in the backing file. A read-only handle wrote nothing (the kernel writes back a
+ * writer's pages before that writer's own flush), so its close does not report a commit of
+ * someone else's data. */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    int err = op_log(fs, "flush", in_get(fs->tab, ino), NULL, ff_flush(op_file(fi), 0));
+    int err = op_handle_writes(fi) ? ff_flush(op_file(fi), 0) : 0;
+    err = op_log(fs, "flush", in_get(fs->tab, ino), NULL, err);
     fuse_reply_err(req, -err);
 }
 
@@ -930,19 +1034,17 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
  * that a new open waits for the commit instead of opening a second state. */
 static int op_release_inode(struct op_fs *fs, struct in_inode *n, int writable)
 {
-    int err = 0;
+    int err = 0, kept = 0;
     pthread_mutex_lock(&n->lock);
     if (n->open_count > 0)
         n->open_count--;
     if (writable && n->writers > 0)
         n->writers--;
-    if (n->open_count == 0 && n->file) {
-        err = ff_release(n->file);
-        n->file = NULL;
-        n->size_valid = 0;             /* coarse ctimes may not tell the commit apart */
-    }
+    if (n->open_count == 0 && n->file)
+        kept = op_close_file(fs, n, &err);
     pthread_mutex_unlock(&n->lock);
-    in_unpin(fs->tab, n);
+    if (!kept)
+        in_unpin(fs->tab, n);
     return err;
 }
 

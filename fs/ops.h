@@ -12,6 +12,7 @@
 #define FUSE_USE_VERSION 314
 
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "eng.h"
@@ -32,6 +33,7 @@ struct op_fs {
     gid_t gid;                         /* caller are handed over to it with fchownat */
     double timeout;                    /* entry and attribute validity in the kernel, s */
     struct fuse_session *se;           /* for asking the kernel to write back dirty pages */
+    atomic_uint retained;              /* files kept after a failed last commit (in_inode) */
 };
 
 /* Fills ops with every handler of the daemon. */
