@@ -68,6 +68,10 @@ struct ff_env_s {
 struct ff_file_s {
     ff_env *env;
     pthread_mutex_t lock;              /* serialises every call on this file */
+    pthread_rwlock_t io;               /* reads decode stored blocks holding it shared,
+                                          without the lock above; whatever destroys stored
+                                          bytes or reuses their offsets (retiring frames,
+                                          starting the file over) holds it exclusive */
     int fd;                            /* the backing file, owned */
     char name[256];                    /* for log lines */
     uint64_t id;                       /* cache key, unique per open state */
@@ -171,28 +175,29 @@ static void ff_drop_buf(ff_file *f, ff_blk *b)
     }
 }
 
-/* Decodes stored block i (len bytes) into dst. */
-static int ff_decode(ff_file *f, uint64_t i, uint8_t *dst)
+/* Decodes the stored block i, entry {off, word}, of len bytes into dst. Touches nothing of
+ * f that changes, so a read may call it without f->lock (holding f->io). */
+static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                           uint64_t len)
 {
-    const ff_blk *b = &f->blk[i];
-    uint64_t len = ff_blen(f, i), off = fmt_entry_off(&(fmt_entry){b->off, b->word});
-    if (b->off & FMT_ENTRY_ZERO) {
+    if (off & FMT_ENTRY_ZERO) {
         memset(dst, 0, len);
         return 0;
     }
-    uint8_t *raw = malloc(fmt_block_len(b->word));
+    uint64_t at = fmt_entry_off(&(fmt_entry){off, word});
+    uint8_t *raw = malloc(fmt_block_len(word));
     if (!raw)
         return -ENOMEM;
-    int rc = fmt_pread_all(f->fd, raw, fmt_block_len(b->word), off);
+    int rc = fmt_pread_all(f->fd, raw, fmt_block_len(word), at);
     fmt_error err = FMT_OK;
     if (rc == 0)
-        err = fmt_get32(raw) != b->word ? FMT_ERR_CORRUPT
-                                        : fmt_block_decode(b->word, raw + 4, dst, (uint32_t)len);
+        err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
+                                     : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
     free(raw);
     if (rc < 0 || err != FMT_OK) {
         f->env->n.corrupt_blocks++;
         lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", f->name,
-                  (unsigned long long)i, (unsigned long long)off,
+                  (unsigned long long)i, (unsigned long long)at,
                   rc < 0 ? "read failed" : fmt_error_name(err));
         return rc < 0 ? rc : -EIO;
     }
@@ -200,33 +205,69 @@ static int ff_decode(ff_file *f, uint64_t i, uint8_t *dst)
     return 0;
 }
 
+static int ff_decode(ff_file *f, uint64_t i, uint8_t *dst)
+{
+    return ff_decode_entry(f, i, f->blk[i].off, f->blk[i].word, dst, ff_blen(f, i));
+}
+
+/* Part of a read that needs a stored block decoded. */
+typedef struct {
+    uint64_t i, off;                   /* block and its entry, as when the read began */
+    uint32_t word, len;                /* entry word; the block's decoded length */
+    uint32_t boff, n;                  /* the part wanted */
+    uint8_t *dst;
+} ff_rjob;
+
+/* Serves [boff, boff+n) of block i from memory (dirty, zero or cached); 0 if it must be
+ * decoded. Called with f->lock held. */
+static int ff_read_memory(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
+{
+    const ff_blk *b = &f->blk[i];
+    if (b->state == FF_DIRTY)
+        memcpy(dst, b->buf + boff, n);
+    else if (b->state == FF_ZERO || (b->off & FMT_ENTRY_ZERO))
+        memset(dst, 0, n);
+    else if (bc_get(f->env->cache, f->id, b->off, dst, (uint32_t)boff, (uint32_t)n))
+        f->env->n.cache_hits++;
+    else
+        return 0;
+    return 1;
+}
+
+/* Decodes the listed blocks, whole ones straight into the reply, parts through the cache.
+ * Called holding f->io shared, not f->lock: reads of one file decode in parallel. */
+static int ff_read_decode(ff_file *f, const ff_rjob *jobs, uint64_t n_jobs)
+{
+    uint8_t *tmp = NULL;
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < n_jobs; k++) {
+        const ff_rjob *j = &jobs[k];
+        if (j->boff == 0 && j->n == j->len) {
+            rc = ff_decode_entry(f, j->i, j->off, j->word, j->dst, j->len);
+            continue;
+        }
+        if (!tmp && !(tmp = malloc(f->bs))) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = ff_decode_entry(f, j->i, j->off, j->word, tmp, j->len);
+        if (rc == 0) {
+            bc_put(f->env->cache, f->id, j->off, tmp, j->len);
+            memcpy(j->dst, tmp + j->boff, j->n);
+        }
+    }
+    free(tmp);
+    return rc;                         /* never short: FUSE takes a short read for the end */
+}                                      /* of the file and zero-fills (or cuts) the rest */
+
 /* Copies [boff, boff+n) of block i into dst, decoding through the cache when needed. */
 static int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
 {
-    ff_blk *b = &f->blk[i];
-    uint64_t len = ff_blen(f, i);
-    if (b->state == FF_DIRTY) {
-        memcpy(dst, b->buf + boff, n);
+    if (ff_read_memory(f, i, dst, boff, n))
         return 0;
-    }
-    if (b->state == FF_ZERO || (b->off & FMT_ENTRY_ZERO)) {
-        memset(dst, 0, n);
-        return 0;
-    }
-    if (boff == 0 && n == len)
-        return ff_decode(f, i, dst);
-    if (bc_get(f->env->cache, f->id, b->off, dst, (uint32_t)boff, (uint32_t)n)) {
-        f->env->n.cache_hits++;
-        return 0;
-    }
-    uint8_t *tmp = malloc(len);
-    int rc = tmp ? ff_decode(f, i, tmp) : -ENOMEM;
-    if (rc == 0) {
-        bc_put(f->env->cache, f->id, b->off, tmp, (uint32_t)len);
-        memcpy(dst, tmp + boff, n);
-    }
-    free(tmp);
-    return rc;
+    ff_rjob j = {i, f->blk[i].off, f->blk[i].word, (uint32_t)ff_blen(f, i), (uint32_t)boff,
+                 (uint32_t)n, dst};
+    return ff_read_decode(f, &j, 1);
 }
 
 /* Gives block i a buffer holding its current content (load=0: the caller overwrites all). */
@@ -321,7 +362,7 @@ static void ff_set_empty(ff_file *f)
 /* Truncating to nothing (O_TRUNC, `cp` over a file) starts the file over: cut it back to its
  * marker, then write an empty seek table, so no old frame lingers as dead space. A crash in
  * between leaves the marker alone, which opens as an empty file: no old frame comes back. */
-static int ff_empty(ff_file *f)
+static int ff_empty_locked(ff_file *f)
 {
     if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
         return -errno;
@@ -335,6 +376,15 @@ static int ff_empty(ff_file *f)
     bc_forget_file(f->env->cache, f->id);
     ff_set_empty(f);
     return 0;
+}
+
+/* Reads still decoding old frames finish first: their offsets are about to be reused. */
+static int ff_empty(ff_file *f)
+{
+    pthread_rwlock_wrlock(&f->io);
+    int rc = ff_empty_locked(f);
+    pthread_rwlock_unlock(&f->io);
+    return rc;
 }
 
 static int ff_resize(ff_file *f, uint64_t size)
@@ -838,7 +888,9 @@ static int ff_commit(ff_file *f, int durable, int pressure)
         /* Committed: from here a failure to flip headers is finished by the next open. */
         ff_adopt(f, &p);
         f->env->n.commits++;
+        pthread_rwlock_wrlock(&f->io);     /* a read may still decode a retired frame */
         int flipped = fmt_apply_intents(f->fd, &p.t, 1);
+        pthread_rwlock_unlock(&f->io);
         if (flipped < 0)
             lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", f->name,
                       strerror(-flipped));
@@ -973,6 +1025,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
     f->rewrite_min = UINT64_MAX;
     snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
     pthread_mutex_init(&f->lock, NULL);
+    pthread_rwlock_init(&f->io, NULL);
     return f;
 }
 
@@ -984,6 +1037,7 @@ static void ff_free(ff_file *f)
     bc_forget_file(f->env->cache, f->id);
     close(f->fd);
     pthread_mutex_destroy(&f->lock);
+    pthread_rwlock_destroy(&f->io);
     free(f->blk);
     free(f->pending);
     free(f->zero_comp);
@@ -1066,31 +1120,53 @@ static int ff_pread_foreign(ff_file *f, void *buf, size_t len, off_t off, size_t
     return 0;
 }
 
+/* Copies what memory holds of the read into buf and lists the blocks left to decode (room
+ * for every block the read spans). Called with f->lock held. */
+static uint64_t ff_read_plan(ff_file *f, uint8_t *buf, uint64_t len, uint64_t off, ff_rjob *jobs)
+{
+    uint64_t n_jobs = 0;
+    for (uint64_t got = 0; got < len;) {
+        uint64_t pos = off + got, i = pos / f->bs, boff = pos % f->bs;
+        uint64_t n = ff_blen(f, i) - boff;
+        if (n > len - got)
+            n = len - got;
+        if (!ff_read_memory(f, i, buf + got, boff, n))
+            jobs[n_jobs++] = (ff_rjob){i, f->blk[i].off, f->blk[i].word, (uint32_t)ff_blen(f, i),
+                                       (uint32_t)boff, (uint32_t)n, buf + got};
+        got += n;
+    }
+    return n_jobs;
+}
+
+/* Called with f->lock held; returns with it released. */
 static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_t *got)
 {
     *got = 0;
-    if (off >= f->size)
-        return 0;
-    if (len > f->size - off)
-        len = (size_t)(f->size - off);
-    while (*got < len) {
-        uint64_t pos = off + *got, i = pos / f->bs, boff = pos % f->bs;
-        uint64_t n = ff_blen(f, i) - boff;
-        if (n > len - *got)
-            n = len - *got;
-        int rc = ff_block_read(f, i, buf + *got, boff, n);
-        if (rc < 0)                    /* never short: FUSE takes a short read for the end */
-            return rc;                     /* of the file and zero-fills (or cuts) the rest */
-        *got += n;
+    len = off >= f->size ? 0 : len > f->size - off ? (size_t)(f->size - off) : len;
+    uint64_t span = len ? (off + len - 1) / f->bs - off / f->bs + 1 : 0;
+    ff_rjob *jobs = span ? malloc(span * sizeof(*jobs)) : NULL;
+    if (span && !jobs) {
+        pthread_mutex_unlock(&f->lock);
+        return -ENOMEM;
     }
-    return 0;
+    uint64_t n_jobs = ff_read_plan(f, buf, len, off, jobs);
+    if (n_jobs)
+        pthread_rwlock_rdlock(&f->io);
+    pthread_mutex_unlock(&f->lock);
+    int rc = n_jobs ? ff_read_decode(f, jobs, n_jobs) : 0;
+    if (n_jobs)
+        pthread_rwlock_unlock(&f->io);
+    free(jobs);
+    *got = rc == 0 ? len : 0;
+    return rc;
 }
 
 int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
 {
     pthread_mutex_lock(&f->lock);
-    int rc = f->foreign ? ff_pread_foreign(f, buf, len, off, got)
-                        : ff_read_own(f, buf, len, (uint64_t)off, got);
+    if (!f->foreign)
+        return ff_read_own(f, buf, len, (uint64_t)off, got);
+    int rc = ff_pread_foreign(f, buf, len, off, got);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
