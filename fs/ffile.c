@@ -713,7 +713,10 @@ static void ff_adopt(ff_file *f, ff_commit_plan *p)
         b->off = p->t.entries[i].off, b->word = p->t.entries[i].word, b->state = FF_CLEAN;
     }
     f->n_stored = p->end;
-    f->rewrite_min = p->end < f->n_blocks ? p->end : UINT64_MAX;
+    /* A brick ends after the writer went on: a block changed before the brick's range
+     * meanwhile (a header patched behind the data) is still to be written. */
+    if (f->rewrite_min >= p->s)
+        f->rewrite_min = p->end < f->n_blocks ? p->end : UINT64_MAX;
     f->phys_end = p->pos;
 }
 

@@ -263,6 +263,36 @@ static void test_streaming_commits(void **state)
     fx_free(fx);
 }
 
+/* A streaming writer that goes back to change an early block (a header patched after the
+ * data, as archivers and muxers do) while its later bricks are still in the engine: the
+ * change must survive the bricks' completion and reach the file. */
+static void test_rewrite_behind_streaming_bricks(void **state)
+{
+    fixture *fx = fx_new(64u << 10, FMT_TEST_TAG);
+    size_t n = 48 * fx->bs + 777;
+    uint8_t *d = make_data(n, 0, 41);
+    ff_file *f;
+    int fd = open(fx->path, O_RDWR | O_TRUNC);
+    assert_int_equal(ff_create(fx->env, fd, "t", &f), 0);
+    size_t off = 0;
+    for (int round = 0; off < n; round++) {
+        size_t chunk = fx->bs;
+        for (int k = 0; k < 8 && off < n; k++, off += chunk)
+            assert_int_equal(ff_write(f, d + off, n - off < chunk ? n - off : chunk,
+                                      (off_t)off), 0);
+        if (round == 0)
+            continue;                  /* the first brick is still in the engine */
+        /* patch a stored block: the first one, or the one just before the brick in flight */
+        size_t at = round % 2 ? 100 : off - 9 * fx->bs + 5;
+        memset(d + at, 'A' + round, 50);
+        assert_int_equal(ff_write(f, d + at, 50, (off_t)at), 0);
+    }
+    assert_int_equal(ff_release(f), 0);
+    check_content(fx, d, n);
+    free(d);
+    fx_free(fx);
+}
+
 /* Truncating to nothing (what `cp` over a file does) leaves no old frame behind. */
 static void test_truncate_to_zero_starts_over(void **state)
 {
@@ -302,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_newer_version_refused),
         cmocka_unit_test(test_modify_in_place),
         cmocka_unit_test(test_streaming_commits),
+        cmocka_unit_test(test_rewrite_behind_streaming_bricks),
         cmocka_unit_test(test_truncate_to_zero_starts_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
