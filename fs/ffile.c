@@ -387,9 +387,12 @@ static int ff_empty(ff_file *f)
     return rc;
 }
 
+/* Growing leaves the bricks in flight alone (they hold only whole blocks, and a grown
+ * file changes no whole block), so that a streaming writer keeps several in the engine;
+ * shrinking may cut blocks they hold. */
 static int ff_resize(ff_file *f, uint64_t size)
 {
-    int rc = size == f->size ? 0 : ff_batch_finish(f);
+    int rc = size < f->size ? ff_batch_finish(f) : 0;
     if (rc < 0 || size == f->size)
         return rc;
     if (size == 0 && !f->env->opt.read_only)
@@ -654,7 +657,8 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     /* Under pressure a writer keeps its partial last block in memory, and a streaming
      * writer every block from the first one not yet filled (the kernel's writeback need not
      * send blocks whole or in order): writing them now would retire them at the next. */
-    if (pressure && f->size % f->bs && p->end - 1 >= base && p->end - 1 > p->s)
+    if (pressure && f->size % f->bs && p->end - 1 >= base &&
+        (p->end - 1 > p->s || pressure == FF_COMMIT_STREAM))
         p->end--;
     for (uint64_t i = p->s; pressure == FF_COMMIT_STREAM && i < p->end; i++) {
         const ff_blk *b = &f->blk[i];
@@ -825,6 +829,17 @@ static int ff_batch_finish(ff_file *f)
     while (rc == 0 && f->n_batches)
         rc = ff_batch_finish_one(f);
     return rc;
+}
+
+/* Dirty blocks that no brick in flight holds: what a streaming writer gathered since its
+ * last brick. */
+static uint64_t ff_unbricked(const ff_file *f)
+{
+    uint64_t held = 0;
+    for (unsigned k = 0; k < f->n_batches; k++)
+        for (uint64_t i = f->batches[k]->s; i < f->batches[k]->end; i++)
+            held += f->blk[i].state == FF_DIRTY;
+    return f->n_dirty - held;
 }
 
 static int ff_batch_holds(const ff_file *f, uint64_t i)
@@ -1190,7 +1205,7 @@ static int ff_maybe_commit(ff_file *f)
 {
     int appending = f->rewrite_min >= f->n_stored || f->rewrite_min + 1 == f->n_stored;
     int over = ff_over_budget(f);
-    if (!over && (f->deferred_err || !(appending && f->n_dirty >= FF_STREAM_BLOCKS)))
+    if (!over && (f->deferred_err || !(appending && ff_unbricked(f) >= FF_STREAM_BLOCKS)))
         return 0;
     int rc = ff_commit(f, 0, appending ? FF_COMMIT_STREAM : FF_COMMIT_MEMORY);
     if (rc < 0 && !over) {
@@ -1216,7 +1231,7 @@ static int ff_batch_settle(ff_file *f)
 static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off)
 {
     int rc = 0;
-    if (off + len > f->size && (rc = ff_batch_settle(f)) == 0)
+    if (off + len > f->size)
         rc = ff_resize(f, off + len);
     for (size_t done = 0; rc == 0 && done < len;) {
         uint64_t pos = off + done, i = pos / f->bs, boff = pos % f->bs;
