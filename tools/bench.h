@@ -7,6 +7,7 @@
 #define BENCH_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -60,10 +61,25 @@ int bn_mount_down(bn_mount *m);
 /* Peak and current RSS of the daemon (VmHWM, VmRSS of /proc/PID/status), KiB; -1 if none. */
 long bn_vm_kib(pid_t pid, const char *key);
 
-/* What must go even when the run dies: mounts are unmounted and the work directory
- * removed at exit and on SIGINT/SIGTERM/SIGHUP. */
+/* A fresh ext4 in a sparse image file, loop-mounted (root only): a filesystem with no
+ * history, so rounds that create many inodes do not pay for the ones deleted before. */
+typedef struct {
+    char img[BN_PATH], dir[BN_PATH];
+    volatile sig_atomic_t up;          /* may be mounted: the clean-up unmounts it */
+} bn_loop;
+
+/* Makes IMG (bytes, sparse), mkfs.ext4 with at least `inodes` inodes, mounts it on DIR
+ * (made when missing) and registers it for clean-up. 0, or -1 with nothing left behind. */
+int bn_loop_up(bn_loop *l, unsigned long long bytes, unsigned long inodes);
+/* umount (lazily when busy, then -1), then removes IMG. */
+int bn_loop_down(bn_loop *l);
+
+/* What must go even when the run dies: mounts (FUSE first, then the loop filesystems under
+ * them, lazily) are unmounted and the work directory removed at exit and on
+ * SIGINT/SIGTERM/SIGHUP/SIGPIPE. */
 void bn_cleanup_init(void);
 void bn_cleanup_mount(bn_mount *m);    /* registers (bn_mount_up does it) */
+void bn_cleanup_loop(bn_loop *l);      /* registers (bn_loop_up does it) */
 void bn_cleanup_workdir(const char *dir);
 void bn_cleanup_now(void);
 

@@ -95,6 +95,9 @@ typedef struct {
     unsigned long tree_files;
     unsigned long long tree_bytes;
     bn_mount m;
+    bn_mount sm;                       /* small files: a store on a fresh ext4 */
+    bn_loop fresh;                     /* that ext4, or the plain rival's, one at a time */
+    char small_setup[512];             /* where the small-files rivals wrote, for fs.md */
     bn_series s[BN_N_SERIES];
     int stored_ok;                     /* a backing file written by the mount exists */
     off_t stored, lz4_size;
@@ -114,7 +117,9 @@ static void bn_fs_help(void)
            "directory of this program), several rounds each, and prints the medians, their\n"
            "ratios and each target of SPEC.md \"Performance\" (met / not met). Writes\n"
            "DIR/fs.md, DIR/fs.csv (every round), DIR/targets.csv and DIR/fs.png (gnuplot);\n"
-           "`all` also runs the engine mode (DIR/engine.*).\n\n"
+           "`all` also runs the engine mode (DIR/engine.*). As root, with mkfs.ext4 and loop\n"
+           "mounts, each small-files round of each rival copies onto a fresh ext4 (an image\n"
+           "in the work directory); otherwise onto the work directory's filesystem.\n\n"
            "  --results DIR     where the results go (default ./bench-results)\n"
            "  --rounds N        timed rounds per rival (default 3)\n"
            "  --quick           small data, 1 round, short fio: a smoke test, not a measure\n"
@@ -562,9 +567,107 @@ static int bn_part_read(bn_fs *b)
     return rc;
 }
 
-/* ---- small files: cp -r into a fresh mount and into a plain directory ---- */
+/* ---- small files: cp -r into a fresh mount and into a plain directory ----
+ * Creating tens of thousands of inodes right after deleting as many slows ext4 down round
+ * after round (its checks for recently deleted inodes), so on one shared filesystem the
+ * later rounds measure the filesystem's history more than the rivals. As root, each round
+ * of each rival gets an ext4 of its own, made just before and removed just after. */
 
-static int bn_part_small(bn_fs *b)
+/* nftw passes no context to its callback; the callback needs none here. */
+static int bn_warm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    if (flag == FTW_F && S_ISREG(st->st_mode))
+        bn_warm(path);
+    return 0;
+}
+
+/* Reads every file of the tree: `tar -cf /dev/null` would not, GNU tar skips the data
+ * when the archive is /dev/null. */
+static void bn_warm_tree(const bn_fs *b)
+{
+    nftw(b->tree, bn_warm_one, 64, FTW_PHYS);
+}
+
+/* Two copies of the tree with every file's last block partly used, their inodes, and
+ * room for the journal and ext4's metadata; sparse, so only what is written takes space. */
+static unsigned long long bn_fresh_bytes(const bn_fs *b)
+{
+    unsigned long long need = 2 * (b->tree_bytes + 4096ull * b->tree_files) +
+                              256ull * 2 * b->tree_files + 256ull * BN_MIB;
+    unsigned long long least = 1024ull * BN_MIB;
+    need = need < least ? least : need;
+    return (need + BN_MIB - 1) / BN_MIB * BN_MIB;
+}
+
+/* Twice the files, and as many again for the directories and the store's own files. */
+static unsigned long bn_fresh_inodes(const bn_fs *b)
+{
+    return 2 * b->tree_files + 16384;
+}
+
+static void bn_small_paths(bn_fs *b)
+{
+    bn_path(b->fresh.img, b->work, "fresh.img");
+    bn_path(b->fresh.dir, b->work, "fresh");
+    bn_path(b->sm.backing, b->fresh.dir, "store");
+    bn_path(b->sm.mnt, b->work, "mnt-small");
+    bn_path(b->sm.log, b->work, "daemon-small.log");
+}
+
+/* NULL when each round can have its own ext4; else why not. Makes and removes one. */
+static const char *bn_fresh_probe(bn_fs *b)
+{
+    if (geteuid() != 0)
+        return "not root";
+    if (!bn_have("mkfs.ext4"))
+        return "no mkfs.ext4 on PATH";
+    if (bn_loop_up(&b->fresh, bn_fresh_bytes(b), bn_fresh_inodes(b)) != 0)
+        return "mkfs.ext4 or the loop mount failed";
+    return bn_loop_down(&b->fresh) == 0 ? NULL : "the loop mount did not unmount cleanly";
+}
+
+/* The mount rival of round r on its own ext4: a store formatted there, a daemon on it. */
+static int bn_small_fresh_mnt(bn_fs *b, unsigned r)
+{
+    char dst[BN_PATH];
+    bn_path(dst, b->sm.mnt, "tree");
+    char *mkfs[] = {b->mkfs, "-b", (char *)sb_block_size_name(b->o.block), b->sm.backing,
+                    NULL};
+    char *cp[] = {"cp", "-r", b->tree, dst, NULL};
+    char *diff[] = {"diff", "-rq", b->tree, dst, NULL};
+    if (bn_loop_up(&b->fresh, bn_fresh_bytes(b), bn_fresh_inodes(b)) != 0)
+        return bn_fail("cannot make a fresh ext4 in", b->fresh.img);
+    int rc = 0;
+    if (bn_mkdirs(b->sm.backing) != 0 || bn_run(mkfs, NULL, NULL) != 0)
+        rc = bn_fail("mkfpgalz4fs failed on", b->sm.backing);
+    else if (bn_mount_up(&b->sm, b->daemon, NULL) != 0)
+        rc = -1;
+    if (rc == 0) {
+        bn_warm_tree(b);
+        rc = bn_timed(b, BN_S_C_MNT, cp, NULL, (double)b->tree_files, 1);
+        if (rc == 0 && r == 0 && bn_run(diff, NULL, NULL) != 0)
+            rc = bn_fail("VERIFY FAILED: the tree copied into the mount differs", dst);
+        if (bn_mount_down(&b->sm) != 0)
+            rc = -1;
+    }
+    return bn_loop_down(&b->fresh) != 0 ? -1 : rc;
+}
+
+static int bn_small_fresh_plain(bn_fs *b)
+{
+    char dst[BN_PATH];
+    bn_path(dst, b->fresh.dir, "tree");
+    char *cp[] = {"cp", "-r", b->tree, dst, NULL};
+    if (bn_loop_up(&b->fresh, bn_fresh_bytes(b), bn_fresh_inodes(b)) != 0)
+        return bn_fail("cannot make a fresh ext4 in", b->fresh.img);
+    bn_warm_tree(b);
+    int rc = bn_timed(b, BN_S_C_PLAIN, cp, NULL, (double)b->tree_files, 1);
+    return bn_loop_down(&b->fresh) != 0 ? -1 : rc;
+}
+
+/* Without a fresh ext4: both rivals on the work directory's filesystem, emptied between
+ * rounds. */
+static int bn_small_shared(bn_fs *b)
 {
     char dst_mnt[BN_PATH], dst_b[BN_PATH], dst_plain[BN_PATH];
     bn_path(dst_mnt, b->m.mnt, "tree");
@@ -579,15 +682,44 @@ static int bn_part_small(bn_fs *b)
         bn_rm_rf(dst_b);               /* in the backing directory while unmounted: fast */
         if (bn_fs_mount(b, NULL) != 0)
             return -1;
+        bn_warm_tree(b);
         rc = bn_timed(b, BN_S_C_MNT, cp_mnt, NULL, files, 1);
         if (rc == 0 && r == 0 && bn_run(diff, NULL, NULL) != 0)
             rc = bn_fail("VERIFY FAILED: the tree copied into the mount differs", dst_mnt);
         if (bn_mount_down(&b->m) != 0)
             rc = -1;
         bn_rm_rf(dst_plain);
+        bn_warm_tree(b);
         rc = rc ? rc : bn_timed(b, BN_S_C_PLAIN, cp_plain, NULL, files, 1);
     }
     bn_rm_rf(dst_b), bn_rm_rf(dst_plain);
+    return rc;
+}
+
+static int bn_part_small(bn_fs *b)
+{
+    bn_small_paths(b);
+    if (bn_mkdirs(b->sm.mnt) != 0)
+        return bn_fail(strerror(errno), b->sm.mnt);
+    const char *why = bn_fresh_probe(b);
+    if (why) {
+        snprintf(b->small_setup, sizeof(b->small_setup), "the work directory's "
+                 "filesystem, shared by both rivals and every round (no fresh ext4 per round: "
+                 "%s), so later rounds pay for the inodes earlier ones deleted", why);
+        fprintf(stderr, BN_NAME ": small files on %s\n", b->small_setup);
+        return bn_small_shared(b);
+    }
+    snprintf(b->small_setup, sizeof(b->small_setup), "a fresh ext4 per round and rival (a "
+             "sparse %llu MiB image in the work directory, `mkfs.ext4 -N %lu`, lazy init, "
+             "`mount -o loop,noinit_itable`; the mount's store formatted on it), made before "
+             "and removed after each timed copy", bn_fresh_bytes(b) / BN_MIB,
+             bn_fresh_inodes(b));
+    fprintf(stderr, BN_NAME ": small files on %s\n", b->small_setup);
+    int rc = 0;
+    for (unsigned r = 0; r < b->o.rounds && rc == 0; r++) {
+        rc = bn_small_fresh_mnt(b, r);
+        rc = rc ? rc : bn_small_fresh_plain(b);
+    }
     return rc;
 }
 
@@ -698,6 +830,7 @@ static int bn_run_writers(bn_fs *b, const uint8_t *src)
         if (kids[i] == 0) {
             /* the parent alone cleans up on a signal */
             signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL), signal(SIGHUP, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
             _exit(bn_writer(b, src, i));
         }
         bad |= kids[i] < 0;
@@ -931,6 +1064,10 @@ static void bn_fs_report(FILE *f, const void *ctx)
                "based), buffer_compress_percentage=60, refill_buffers, invalidate=0 (the file "
                "stays cached on both sides); writes first, then reads, in one mount\n",
             b->o.fio_mib, b->o.fio_secs);
+    if (b->small_setup[0])
+        fprintf(f, "- small files: `cp -r` of the tree onto %s; the tree read once before each "
+                "copy; the first round's copy in the mount checked with `diff -rq`\n",
+                b->small_setup);
     if (b->stored_ok)
         fprintf(f, "- stored size: %lld bytes in the store, %lld bytes from lz4 -1\n",
                 (long long)b->stored, (long long)b->lz4_size);

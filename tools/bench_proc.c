@@ -18,6 +18,7 @@ extern char **environ;
 #define BN_MOUNT_WAIT_S 30.0
 #define BN_UMOUNT_WAIT_S 120.0
 #define BN_MAX_MOUNTS 8
+#define BN_MAX_LOOPS 4
 
 /* ---- the clean-up registry ----
  * Process-wide on purpose: a signal handler can reach nothing else. Filled before any
@@ -25,10 +26,47 @@ extern char **environ;
 
 static struct {
     bn_mount *mounts[BN_MAX_MOUNTS];
+    bn_loop *loops[BN_MAX_LOOPS];
     char workdir[BN_PATH];
     volatile pid_t child;              /* the command running now: stopped first */
     volatile sig_atomic_t done;
 } bn_reg;
+
+/* Blocks the clean-up signals (*old: the mask to restore). bn_spawn holds them briefly, and
+ * the clean-up for its whole length: a signal in the middle would find it marked done and
+ * end the process halfway through it. */
+static void bn_hold_signals(sigset_t *old)
+{
+    sigset_t hold;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT), sigaddset(&hold, SIGTERM), sigaddset(&hold, SIGHUP);
+    sigaddset(&hold, SIGPIPE);
+    sigprocmask(SIG_BLOCK, &hold, old);
+}
+
+/* posix_spawn(p) with the clean-up signals held until the new pid is stored where the
+ * handler looks (*pid, and *track when not NULL): a signal in between would miss the
+ * process, and a `mount` it missed could finish after the clean-up. The child gets the
+ * caller's signal mask back. */
+static int bn_spawn(const char *prog, char *const argv[], const posix_spawn_file_actions_t *fa,
+                    int search, pid_t *pid, volatile pid_t *track)
+{
+    sigset_t old;
+    posix_spawnattr_t at;
+    bn_hold_signals(&old);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, &old);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    int rc = search ? posix_spawnp(pid, prog, fa, &at, argv, environ)
+                    : posix_spawn(pid, prog, fa, &at, argv, environ);
+    if (rc != 0)
+        *pid = 0;                      /* unspecified after a failure; the handler reads it */
+    else if (track)
+        *track = *pid;
+    posix_spawnattr_destroy(&at);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
 
 int bn_run(char *const argv[], const char *out, double *secs)
 {
@@ -39,13 +77,12 @@ int bn_run(char *const argv[], const char *out, double *secs)
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
     double t0 = bn_clock(CLOCK_MONOTONIC);
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    int rc = bn_spawn(argv[0], argv, &fa, 1, &pid, &bn_reg.child);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
         fprintf(stderr, BN_NAME ": cannot start %s: %s\n", argv[0], strerror(rc));
         return -1;
     }
-    bn_reg.child = pid;
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
@@ -96,10 +133,21 @@ static void bn_cleanup_one(bn_mount *m)
     m->pid = 0;
 }
 
-void bn_cleanup_now(void)
+/* Lazy: detached at once even when busy, so the work directory can go right after; the
+ * loop device (set up with autoclear by mount) goes when the filesystem is released. Both
+ * paths of umount are tried: the second finds nothing mounted on a merged /usr. */
+static void bn_cleanup_loop_one(bn_loop *l)
 {
-    if (bn_reg.done)
+    char *um[] = {"umount", "-l", l->dir, NULL};
+    if (!l->up)
         return;
+    bn_exec_quiet("/usr/bin/umount", um);
+    bn_exec_quiet("/bin/umount", um);
+    l->up = 0;
+}
+
+static void bn_cleanup_all(void)
+{
     bn_reg.done = 1;
     if (bn_reg.child > 0) {
         kill(bn_reg.child, SIGKILL);
@@ -109,11 +157,24 @@ void bn_cleanup_now(void)
     for (int i = 0; i < BN_MAX_MOUNTS; i++)
         if (bn_reg.mounts[i])
             bn_cleanup_one(bn_reg.mounts[i]);
+    /* after the daemons: a store may live on one of these filesystems */
+    for (int i = 0; i < BN_MAX_LOOPS; i++)
+        if (bn_reg.loops[i])
+            bn_cleanup_loop_one(bn_reg.loops[i]);
     if (bn_reg.workdir[0]) {
         char *rm[] = {"rm", "-rf", "--one-file-system", bn_reg.workdir, NULL};
         bn_exec_quiet("/bin/rm", rm);
         bn_reg.workdir[0] = '\0';
     }
+}
+
+void bn_cleanup_now(void)
+{
+    sigset_t old;
+    bn_hold_signals(&old);
+    if (!bn_reg.done)
+        bn_cleanup_all();
+    sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 static void bn_on_signal(int sig)
@@ -136,6 +197,7 @@ void bn_cleanup_init(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);     /* the output piped into `head`, say */
     atexit(bn_cleanup_now);
 }
 
@@ -144,6 +206,15 @@ void bn_cleanup_mount(bn_mount *m)
     for (int i = 0; i < BN_MAX_MOUNTS; i++)
         if (bn_reg.mounts[i] == m || !bn_reg.mounts[i]) {
             bn_reg.mounts[i] = m;
+            return;
+        }
+}
+
+void bn_cleanup_loop(bn_loop *l)
+{
+    for (int i = 0; i < BN_MAX_LOOPS; i++)
+        if (bn_reg.loops[i] == l || !bn_reg.loops[i]) {
+            bn_reg.loops[i] = l;
             return;
         }
 }
@@ -188,10 +259,9 @@ int bn_mount_up(bn_mount *m, const char *daemon, const char *opts)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     bn_cleanup_mount(m);
-    int rc = posix_spawn(&m->pid, daemon, &fa, NULL, argv, environ);
+    int rc = bn_spawn(daemon, argv, &fa, 0, &m->pid, NULL);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
-        m->pid = 0;
         fprintf(stderr, BN_NAME ": cannot start %s: %s\n", daemon, strerror(rc));
         return -1;
     }
@@ -247,4 +317,68 @@ long bn_vm_kib(pid_t pid, const char *key)
         }
     fclose(f);
     return v;
+}
+
+/* ---- fresh ext4 filesystems on loop devices ---- */
+
+static int bn_loop_image(const bn_loop *l, unsigned long long bytes)
+{
+    int fd = open(l->img, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int ok = fd >= 0 && ftruncate(fd, (off_t)bytes) == 0;   /* sparse: no block written */
+    if (!ok)
+        fprintf(stderr, BN_NAME ": cannot make the image %s: %s\n", l->img, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return ok ? 0 : -1;
+}
+
+int bn_loop_up(bn_loop *l, unsigned long long bytes, unsigned long inodes)
+{
+    char nin[32];
+    snprintf(nin, sizeof(nin), "%lu", inodes);
+    /* Lazy init keeps mkfs short; noinit_itable keeps ext4's background zeroing of the
+     * inode tables out of the timed commands. */
+    char *mkfs[] = {"mkfs.ext4", "-q", "-F", "-N", nin, "-E",
+                    "lazy_itable_init=1,lazy_journal_init=1", l->img, NULL};
+    char *mnt[] = {"mount", "-o", "loop,noinit_itable", l->img, l->dir, NULL};
+    bn_cleanup_loop(l);
+    if (bn_mkdirs(l->dir) != 0) {
+        fprintf(stderr, BN_NAME ": %s: %s\n", l->dir, strerror(errno));
+        return -1;
+    }
+    if (bn_loop_image(l, bytes) != 0)
+        return -1;
+    if (bn_run(mkfs, NULL, NULL) != 0) {
+        fprintf(stderr, BN_NAME ": mkfs.ext4 failed on %s\n", l->img);
+        unlink(l->img);
+        return -1;
+    }
+    l->up = 1;                         /* from here on the clean-up may find it mounted */
+    if (bn_run(mnt, NULL, NULL) != 0) {
+        fprintf(stderr, BN_NAME ": cannot loop-mount %s on %s\n", l->img, l->dir);
+        l->up = 0;
+        unlink(l->img);
+        return -1;
+    }
+    return 0;
+}
+
+int bn_loop_down(bn_loop *l)
+{
+    char *um[] = {"umount", l->dir, NULL};
+    char *lazy[] = {"umount", "-l", l->dir, NULL};
+    int rc = 0;
+    if (!l->up)
+        return 0;
+    if (bn_run(um, NULL, NULL) != 0) {
+        fprintf(stderr, BN_NAME ": %s is busy; detaching it lazily\n", l->dir);
+        bn_run(lazy, NULL, NULL);
+        rc = -1;
+    }
+    l->up = 0;
+    if (unlink(l->img) != 0) {
+        fprintf(stderr, BN_NAME ": cannot remove %s: %s\n", l->img, strerror(errno));
+        rc = -1;
+    }
+    return rc;
 }
