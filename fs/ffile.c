@@ -387,12 +387,13 @@ static int ff_empty(ff_file *f)
     return rc;
 }
 
-/* Growing leaves the bricks in flight alone (they hold only whole blocks, and a grown
- * file changes no whole block), so that a streaming writer keeps several in the engine;
- * shrinking may cut blocks they hold. */
+/* Growing leaves the bricks in flight alone, so that a streaming writer keeps several in
+ * the engine: a grown file changes only its partial last block, which a brick holds only
+ * when a writer over the memory budget sent it alone. Shrinking may cut held blocks. */
 static int ff_resize(ff_file *f, uint64_t size)
 {
-    int rc = size < f->size ? ff_batch_finish(f) : 0;
+    int grows_held = size > f->size && f->size % f->bs && ff_batch_holds(f, f->n_blocks - 1);
+    int rc = size < f->size || grows_held ? ff_batch_finish(f) : 0;
     if (rc < 0 || size == f->size)
         return rc;
     if (size == 0 && !f->env->opt.read_only)
@@ -657,8 +658,7 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     /* Under pressure a writer keeps its partial last block in memory, and a streaming
      * writer every block from the first one not yet filled (the kernel's writeback need not
      * send blocks whole or in order): writing them now would retire them at the next. */
-    if (pressure && f->size % f->bs && p->end - 1 >= base &&
-        (p->end - 1 > p->s || pressure == FF_COMMIT_STREAM))
+    if (pressure && f->size % f->bs && p->end - 1 >= base && p->end - 1 > p->s)
         p->end--;
     for (uint64_t i = p->s; pressure == FF_COMMIT_STREAM && i < p->end; i++) {
         const ff_blk *b = &f->blk[i];
