@@ -295,8 +295,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * their unstored blocks stay counted against mem_mb. */
 #define OP_RETAIN_MAX 64
 
-/* Frees n's shared state, ending its retention if it had one. Called with n->lock held;
- * *err keeps an earlier error, else takes the final commit's. */
+/* Frees n's shared state, ending its retention if it had one. Called with n->lock held and
+ * a pin of the caller's own (a handle's, a forget's, unmount's), so that dropping the
+ * retention's pin here cannot free n; *err keeps an earlier error, else takes the final
+ * commit's. */
 static void op_free_file(struct op_fs *fs, struct in_inode *n, int *err)
 {
     struct stat st;
