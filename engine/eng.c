@@ -61,7 +61,8 @@ struct eng_ctx_s {
     eng_cu *cus;
     unsigned slots_in_flight;
     uint64_t backoff_ns, backoff_until_ns;
-    uint64_t last_fault_ns;            /* when the card last failed a run */
+    uint64_t episode_ns;               /* when the latest rest began: runs started before
+                                          it failed in that episode */
     int stopping;
     pthread_t dispatcher;
     int dispatcher_started;
@@ -287,16 +288,18 @@ static int eng_check_and_copy(eng_ctx *eng, eng_bufset *bs, eng_brick *b)
 /* A fault, an error or a time-out: the same input goes to software, the card rests. */
 static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
 {
-    /* A card that goes wrong fails every run it holds: runs started before the last fault
-     * belong to that episode and must not lengthen the rest again, or one bad moment with
-     * several sets in flight would rest the card for seconds. */
-    if (s->started_ns >= eng->last_fault_ns || eng->backoff_ns == 0) {
+    /* A card that goes wrong fails every run it holds: runs started before the latest rest
+     * began belong to that episode and must not lengthen the rest again, or one bad moment
+     * with several sets in flight would rest the card for seconds. Nothing starts during a
+     * rest, so a run started after it ran on a rested card: its fault is a new one. (Moving
+     * the mark with every fault would let staggered hung runs discount each other forever.) */
+    if (s->started_ns >= eng->episode_ns || eng->backoff_ns == 0) {
         eng->backoff_ns = eng->backoff_ns ? 2 * eng->backoff_ns : ENG_BACKOFF_MIN_NS;
         if (eng->backoff_ns > ENG_BACKOFF_MAX_NS)
             eng->backoff_ns = ENG_BACKOFF_MAX_NS;
         eng->backoff_until_ns = now + eng->backoff_ns;
+        eng->episode_ns = now;
     }
-    eng->last_fault_ns = now;
     eng->n.fallback_error++;
     eng_sw_add(eng->sw, &s->brick);
 }
