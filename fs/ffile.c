@@ -33,6 +33,7 @@ typedef struct ff_plan_s ff_commit_plan;
 struct ff_file_s;
 static int ff_batch_finish(struct ff_file_s *f);
 static int ff_batch_holds(const struct ff_file_s *f, uint64_t i);
+static int ff_batch_settle(struct ff_file_s *f);
 
 /* Why a commit runs: close/flush/fsync, a streaming writer's brick, or the memory budget. */
 enum { FF_COMMIT_FULL = 0, FF_COMMIT_STREAM, FF_COMMIT_MEMORY };
@@ -393,7 +394,7 @@ static int ff_empty(ff_file *f)
 static int ff_resize(ff_file *f, uint64_t size)
 {
     int grows_held = size > f->size && f->size % f->bs && ff_batch_holds(f, f->n_blocks - 1);
-    int rc = size < f->size || grows_held ? ff_batch_finish(f) : 0;
+    int rc = size < f->size ? ff_batch_finish(f) : grows_held ? ff_batch_settle(f) : 0;
     if (rc < 0 || size == f->size)
         return rc;
     if (size == 0 && !f->env->opt.read_only)
@@ -906,9 +907,13 @@ static int ff_commit(ff_file *f, int durable, int pressure)
         /* Committed: from here a failure to flip headers is finished by the next open. */
         ff_adopt(f, &p);
         f->env->n.commits++;
-        pthread_rwlock_wrlock(&f->io);     /* a read may still decode a retired frame */
+        /* a read may still decode a frame this retires (and punches); reveals only flip
+         * wrapper headers, which no read looks at */
+        if (p.t.n_retire)
+            pthread_rwlock_wrlock(&f->io);
         int flipped = fmt_apply_intents(f->fd, &p.t, 1);
-        pthread_rwlock_unlock(&f->io);
+        if (p.t.n_retire)
+            pthread_rwlock_unlock(&f->io);
         if (flipped < 0)
             lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", f->name,
                       strerror(-flipped));

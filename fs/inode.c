@@ -270,6 +270,14 @@ uint64_t in_forget(in_table *t, struct in_inode *n, uint64_t count)
     return left;
 }
 
+uint64_t in_nlookup(in_table *t, struct in_inode *n)
+{
+    pthread_mutex_lock(&t->lock);
+    uint64_t left = n->nlookup;
+    pthread_mutex_unlock(&t->lock);
+    return left;
+}
+
 void in_pin(in_table *t, struct in_inode *n)
 {
     pthread_mutex_lock(&t->lock);

@@ -94,6 +94,9 @@ int in_lookup_at(in_table *t, int dirfd, const char *name, struct stat *st,
  * Returns the references left (n may be gone when that is 0 and nothing pinned it). */
 uint64_t in_forget(in_table *t, struct in_inode *n, uint64_t count);
 
+/* The kernel's lookup references now (they may change as soon as the call returns). */
+uint64_t in_nlookup(in_table *t, struct in_inode *n);
+
 /* Open handles pin an inode: it outlives a forget until the last release. */
 void in_pin(in_table *t, struct in_inode *n);
 void in_unpin(in_table *t, struct in_inode *n);

@@ -243,6 +243,8 @@ static int op_stat(struct op_fs *fs, struct in_inode *n, struct stat *st)
     return err ? err : op_logical_attr(fs, n, st);
 }
 
+static void op_forget_one(struct op_fs *fs, struct in_inode *n, uint64_t count);
+
 /* Looks name up in dirfd and fills an entry reply, adding one lookup reference. */
 static int op_entry(struct op_fs *fs, int dirfd, const char *name, struct fuse_entry_param *e)
 {
@@ -253,7 +255,7 @@ static int op_entry(struct op_fs *fs, int dirfd, const char *name, struct fuse_e
         return err;
     err = op_logical_attr(fs, n, &e->attr);
     if (err) {
-        in_forget(fs->tab, n, 1);
+        op_forget_one(fs, n, 1);
         return err;
     }
     e->ino = in_nodeid(fs->tab, n);
@@ -352,11 +354,14 @@ static int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
     return 0;
 }
 
+/* A lookup between the forget and here has given the kernel the retained size again: the
+ * state must then stay for that inode. A lookup after the check, made while n->lock is
+ * held, reads the attributes once the state is gone and sees the stored size. */
 static void op_end_retention(struct op_fs *fs, struct in_inode *n)
 {
     pthread_mutex_lock(&n->lock);
     int err = 0;
-    if (n->retained && n->open_count == 0 && n->file)
+    if (n->retained && n->open_count == 0 && n->file && in_nlookup(fs->tab, n) == 0)
         op_free_file(fs, n, &err);
     pthread_mutex_unlock(&n->lock);
 }
@@ -917,7 +922,7 @@ static int op_create_existing(struct op_fs *fs, int dirfd, const char *name,
     struct in_inode *n = in_get(fs->tab, e->ino);
     err = op_open_inode(fs, n, fi);
     if (err) {
-        in_forget(fs->tab, n, 1);
+        op_forget_one(fs, n, 1);
         return err;
     }
     if (fi->flags & O_TRUNC)
