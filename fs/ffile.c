@@ -219,6 +219,13 @@ typedef struct {
     uint8_t *dst;
 } ff_rjob;
 
+/* The part [boff, boff+n) of block i, with its entry as it stands now. */
+static ff_rjob ff_rjob_at(const ff_file *f, uint64_t i, uint64_t boff, uint64_t n, uint8_t *dst)
+{
+    return (ff_rjob){i, f->blk[i].off, f->blk[i].word, (uint32_t)ff_blen(f, i), (uint32_t)boff,
+                     (uint32_t)n, dst};
+}
+
 /* Serves [boff, boff+n) of block i from memory (dirty, zero or cached); 0 if it must be
  * decoded. Called with f->lock held. */
 static int ff_read_memory(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
@@ -266,8 +273,7 @@ static int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, ui
 {
     if (ff_read_memory(f, i, dst, boff, n))
         return 0;
-    ff_rjob j = {i, f->blk[i].off, f->blk[i].word, (uint32_t)ff_blen(f, i), (uint32_t)boff,
-                 (uint32_t)n, dst};
+    ff_rjob j = ff_rjob_at(f, i, boff, n, dst);
     return ff_read_decode(f, &j, 1);
 }
 
@@ -1154,8 +1160,7 @@ static uint64_t ff_read_plan(ff_file *f, uint8_t *buf, uint64_t len, uint64_t of
         if (n > len - got)
             n = len - got;
         if (!ff_read_memory(f, i, buf + got, boff, n))
-            jobs[n_jobs++] = (ff_rjob){i, f->blk[i].off, f->blk[i].word, (uint32_t)ff_blen(f, i),
-                                       (uint32_t)boff, (uint32_t)n, buf + got};
+            jobs[n_jobs++] = ff_rjob_at(f, i, boff, n, buf + got);
         got += n;
     }
     return n_jobs;
