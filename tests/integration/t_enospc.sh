@@ -190,16 +190,19 @@ check "other files intact after the failed cp" cmp "$ORIG/keep" "$MNT/keep"
 check "the failed cp's file reads through the mount (a prefix of the source or EIO-free)" \
     bash -c "n=\$(stat -c %s '$MNT/big') && cmp -n \$n '$ORIG/big' '$MNT/big'"
 rm -f "$MNT/big"
-# the kernel forgets a deleted inode at once, and the daemon (asynchronously) closes it
-space_back() {
+# within CMD...: CMD succeeds within 50 tries, 0.1 s apart (the daemon acts on some
+# requests asynchronously)
+within() {
     local i
     for i in $(seq 1 50); do
-        [ "$(avail_kb)" -gt 4096 ] && return 0
+        "$@" && return 0
         sleep 0.1
     done
     return 1
 }
-check "space comes back after rm" space_back
+# the kernel forgets a deleted inode at once, and the daemon (asynchronously) closes it
+space_back() { [ "$(avail_kb)" -gt 4096 ]; }
+check "space comes back after rm" within space_back
 check "a cp works again once space is freed" bash -c "cp '$ORIG/keep' '$MNT/keep2' && cmp '$ORIG/keep' '$MNT/keep2'"
 rm -f "$MNT/keep2"
 
@@ -265,23 +268,15 @@ if check "mount again once space is freed" mount_store; then
     check_show "closefail2: the same, for a file the kernel will forget" py closefail closefail2
     check "the daemon says it keeps the unstored data" grep -q "stay in memory until" "$(last_log)"
     free_space
-    # stored N [CMD]: the log says "now stored" N times within 5 s, CMD run before each look
-    stored() {
-        local i
-        for i in $(seq 1 50); do
-            [ -n "${2:-}" ] && $2
-            [ "$(grep -c 'now stored' "$(last_log)")" -ge "$1" ] && return 0
-            sleep 0.1
-        done
-        return 1
-    }
+    # stored N: the log says "now stored" N times
+    stored() { [ "$(grep -c 'now stored' "$(last_log)")" -ge "$1" ]; }
     # the release that follows a close reaches the daemon asynchronously
     check "closefail1: a later close stores it once space is back" \
-        bash -c "cat '$MNT/closefail1' >/dev/null" && check "closefail1: the daemon stored it" stored 1
+        bash -c "cat '$MNT/closefail1' >/dev/null" && check "closefail1: the daemon stored it" within stored 1
     py ack closefail1
-    forget_now() { sync && echo 2 >/proc/sys/vm/drop_caches; sleep 0.5; }
-    stored_at_forget() { stored 2 forget_now; }   # 50 tries, 30 s at most
-    check "closefail2: stored when the kernel forgets the inode" stored_at_forget
+    forget_then_stored() { sync && echo 2 >/proc/sys/vm/drop_caches; sleep 0.5; stored 2; }
+    # 50 tries, 30 s at most
+    check "closefail2: stored when the kernel forgets the inode" within forget_then_stored
     py ack closefail2
     check "unmount" umount_store
     check "mount again" mount_store
