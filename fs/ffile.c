@@ -803,6 +803,16 @@ static ff_commit_plan *ff_batch_pop(ff_file *f)
     return p;
 }
 
+/* Waits for every brick in flight and drops it unwritten: its blocks stay dirty. */
+static void ff_batch_abandon(ff_file *f)
+{
+    while (f->n_batches) {
+        ff_commit_plan *p = ff_batch_pop(f);
+        eng_wait(f->env->eng, &p->ticket);
+        ff_batch_drop(f->env, p);
+    }
+}
+
 /* Ends the oldest streaming batch: its frames are written hidden, after whatever is in the
  * file now, and no seek table; the next full commit's table reveals them (one table per
  * file, not one per brick). A failed batch takes the later ones with it: their blocks stay
@@ -821,11 +831,7 @@ static int ff_batch_finish_one(ff_file *f)
     ff_batch_drop(f->env, p);
     if (rc < 0) {
         ff_commit_failed(f, rc);
-        while (f->n_batches) {
-            p = ff_batch_pop(f);
-            eng_wait(f->env->eng, &p->ticket);
-            ff_batch_drop(f->env, p);
-        }
+        ff_batch_abandon(f);
     }
     return rc;
 }
@@ -1122,6 +1128,14 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     ff_set_empty(f);
     *out = f;
     return 0;
+}
+
+void ff_discard(ff_file *f)
+{
+    pthread_mutex_lock(&f->lock);
+    ff_batch_abandon(f);               /* the engine must let go of our buffers */
+    pthread_mutex_unlock(&f->lock);
+    ff_free(f);
 }
 
 int ff_release(ff_file *f)

@@ -44,6 +44,9 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out);
 
 /* Commits and frees; returns the commit's error (the state is freed either way). */
 int ff_release(ff_file *f);
+/* Frees without committing, for a file that no name reaches any more (unlinked, its last
+ * handle gone): nothing can read its data again, and writing them would only take space. */
+void ff_discard(ff_file *f);
 
 int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got);
 int ff_write(ff_file *f, const void *buf, size_t len, off_t off);

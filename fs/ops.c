@@ -297,15 +297,26 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * their unstored blocks stay counted against mem_mb. */
 #define OP_RETAIN_MAX 64
 
+/* No name reaches the backing file any more (unlinked, or renamed over): once its last
+ * handle is gone nothing can read it, so it is not worth a commit, least of all on a full
+ * disk, where writing it would take the space its deletion was meant to free. */
+static int op_deleted(ff_file *f)
+{
+    struct stat st;
+    return fstat(ff_fd(f), &st) == 0 && st.st_nlink == 0;
+}
+
 /* Frees n's shared state, ending its retention if it had one. Called with n->lock held and
  * a pin of the caller's own (a handle's, a forget's, unmount's), so that dropping the
  * retention's pin here cannot free n; *err keeps an earlier error, else takes the final
  * commit's. */
 static void op_free_file(struct op_fs *fs, struct in_inode *n, int *err)
 {
-    struct stat st;
-    int deleted = n->retained && fstat(ff_fd(n->file), &st) == 0 && st.st_nlink == 0;
-    int rerr = ff_release(n->file);
+    int deleted = op_deleted(n->file), rerr = 0;
+    if (deleted)
+        ff_discard(n->file);
+    else
+        rerr = ff_release(n->file);
     if (!*err)
         *err = rerr;
     n->file = NULL;
@@ -345,7 +356,7 @@ static int op_retain(struct op_fs *fs, struct in_inode *n, int err)
  * held; returns 1 when the releasing handle's pin now belongs to a new retention. */
 static int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
 {
-    *err = ff_flush(n->file, 0);
+    *err = op_deleted(n->file) ? 0 : ff_flush(n->file, 0);
     if (*err && n->retained)
         return 0;                      /* kept already, by the retention's own pin */
     if (*err && op_retain(fs, n, *err))
