@@ -11,7 +11,7 @@
  *              (one entry per block), the commit's reveal and retire lists and a footer
  *
  * Everything here is pure encoding and decoding plus a few positioned reads and writes on a
- * descriptor; policy (when to commit, what to retire) lives in ffile.c. */
+ * descriptor; policy (when to commit, what to retire) lives in ff_commit.c. */
 #ifndef FPGALZ4FS_FMT_H
 #define FPGALZ4FS_FMT_H
 

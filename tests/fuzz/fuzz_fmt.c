@@ -1,4 +1,4 @@
-/* Fuzz target: the format parser (fs/fmt.c) and the read-only open path of fs/ffile.c.
+/* Fuzz target: the format parser (fs/fmt.c) and the read-only open path of fs/ff_repair.c.
  *
  * The input is a whole backing file. It goes through the marker, frame header, trailer and
  * frame-walk decoders, then is opened on a read-only mount (nothing written, no repair) and

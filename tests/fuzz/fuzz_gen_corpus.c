@@ -1,4 +1,4 @@
-/* Writes the seed corpora of the fuzz targets, made by the real writer (fs/ffile.c, fs/sb.c):
+/* Writes the seed corpora of the fuzz targets, made by the real writer (fs/ff_*.c, fs/sb.c):
  *
  *   fuzz_gen_corpus OUT_DIR      creates OUT_DIR/{fmt,repair,sb}/ seed files
  *

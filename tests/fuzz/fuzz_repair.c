@@ -1,4 +1,4 @@
-/* Fuzz target: opening a possibly torn file on a read-write mount, where fs/ffile.c finishes
+/* Fuzz target: opening a possibly torn file on a read-write mount, where fs/ff_repair.c finishes
  * interrupted commits and rebuilds a damaged seek table from the frames (fs/fmt.c's walk).
  *
  * The input is a whole backing file, opened, read in full and released; then opened again.

@@ -1,0 +1,155 @@
+/* Private to the ff_* files: the state of an open file and the functions they share.
+ *
+ * The commit protocol: docs/FORMAT.md explains why each step is ordered as it is; in short:
+ * new frames are written hidden at the end of the file, then a seek table that lists what
+ * this commit reveals and retires, then (after a sync when anything is retired, so a crash
+ * can never lose the old data before the new is on disk) the headers are flipped. Open
+ * completes an interrupted commit from the seek table, or rebuilds the table from the
+ * visible frames when the table itself is torn.
+ *
+ * Which file holds what:
+ *   ffile.c      the mount's environment (ff_env_*), ff_open, ff_create, ff_release,
+ *                ff_discard, the small getters (ff_size, ff_fd, mtime), ff_stat_size
+ *   ff_read.c    decoding stored blocks, the read plan, ff_read, foreign reads, ff_lseek
+ *   ff_write.c   dirty blocks in memory, grow/shrink/resize/empty, ff_write, ff_truncate,
+ *                ff_fallocate, ff_flush, early commits (memory budget, streaming bricks)
+ *   ff_commit.c  the plan of a commit, engine jobs, frames, the seek table, adopting what
+ *                was written, ff_commit, and the streaming batches in the engine
+ *   ff_repair.c  loading an own file's seek table, finishing interrupted commits,
+ *                rebuilding the table of a torn file, reading the marker */
+#ifndef FPGALZ4FS_FF_INTERNAL_H
+#define FPGALZ4FS_FF_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "bcache.h"
+#include "ffile.h"
+#include "fmt.h"
+
+#define FF_FRAME_MAX_BLOCKS 16u        /* bounds a frame (and a retired skippable) */
+#define FF_STREAM_BLOCKS 8u            /* an appending writer commits every brick of blocks */
+#define FF_MAX_BATCHES 4u              /* a writer's bricks in the engine at once: enough to
+                                          keep every buffer set busy and spill to software */
+#define FF_MAX_BLOCK (4u << 20)
+
+enum { FF_CLEAN = 0, FF_DIRTY, FF_ZERO };
+
+typedef struct ff_plan_s ff_commit_plan;
+
+/* Why a commit runs: close/flush/fsync, a streaming writer's brick, or the memory budget. */
+enum { FF_COMMIT_FULL = 0, FF_COMMIT_STREAM, FF_COMMIT_MEMORY };
+
+typedef struct {
+    uint64_t off;                      /* stored position and FMT_ENTRY_ZERO (blocks < n_stored) */
+    uint32_t word;                     /* stored size word (blocks < n_stored) */
+    uint32_t filled;                   /* FF_DIRTY: bytes of buf known to be final (loaded or
+                                          written); a streaming commit skips blocks not full */
+    uint8_t state;                     /* FF_CLEAN: as stored; FF_DIRTY: buf; FF_ZERO: zeros */
+    uint8_t *buf;                      /* block_size bytes while FF_DIRTY */
+} ff_blk;
+
+typedef struct {
+    _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
+        repairs, corrupt_blocks;
+} ff_counters;
+
+struct ff_env_s {
+    eng_ctx *eng;                      /* compresses dirty blocks */
+    lg_log *log;
+    bc_cache *cache;                   /* decoded blocks, half of mem_mb */
+    ff_options opt;
+    sb_super sb;                       /* block size and UUID for new files */
+    uint8_t *zeros;                    /* FF_MAX_BLOCK zero bytes (never touched: no RSS) */
+    _Atomic uint64_t next_id;          /* names files in the cache */
+    _Atomic uint64_t dirty_bytes;      /* memory held by dirty blocks of every file and by
+                                          compressed outputs in flight */
+    ff_counters n;
+};
+
+/* Lock order: ff_file.lock, then the cache's lock (inside bc_*), then the log's. */
+struct ff_file_s {
+    ff_env *env;
+    pthread_mutex_t lock;              /* serialises every call on this file */
+    pthread_rwlock_t io;               /* reads decode stored blocks holding it shared,
+                                          without the lock above; whatever destroys stored
+                                          bytes or reuses their offsets (retiring frames,
+                                          starting the file over) holds it exclusive */
+    int fd;                            /* the backing file, owned */
+    char name[256];                    /* for log lines */
+    uint64_t id;                       /* cache key, unique per open state */
+    int foreign;                       /* no marker: bytes pass through */
+    uint32_t bs;                       /* block size from the file's own marker */
+    uint64_t size;                     /* logical size */
+    uint64_t n_blocks;                 /* ceil(size / bs) */
+    uint64_t cap;                      /* allocated entries of blk */
+    ff_blk *blk;
+    uint64_t n_stored;                 /* blocks covered by the committed frames */
+    uint64_t rewrite_min;              /* lowest block that changed since the commit */
+    uint64_t phys_end;                 /* backing file length */
+    uint64_t table_start, table_end;   /* where the newest seek table lies */
+    uint64_t *pending;                 /* hidden wrappers written since the newest table */
+    uint32_t n_pending, pending_cap;
+    ff_commit_plan *batches[FF_MAX_BATCHES];   /* streaming commits in the engine, oldest
+                                                  first; they cover consecutive blocks */
+    unsigned n_batches;
+    uint8_t *zero_comp;                /* a whole zero block, compressed once */
+    uint32_t zero_comp_len;
+    uint32_t n_dirty;                  /* blocks in FF_DIRTY */
+    int deferred_err;                  /* a streaming commit failed; the next full commit
+                                          (close, fsync) retries and reports it */
+    struct timespec mtime;             /* logical modification time */
+};
+
+/* What one commit writes and retires. */
+struct ff_plan_s {
+    uint64_t s, end;                   /* blocks [s, end) are written anew */
+    uint64_t size;                     /* logical size the seek table records */
+    fmt_trailer t;                     /* the new seek table with its intents */
+    uint64_t pos;                      /* where the next bytes go */
+    uint8_t *stage;                    /* one frame, wrapped, before it is written: held only
+                                          while frames are written, not while the engine
+                                          compresses, so bricks in flight cost no more */
+    size_t stage_cap;                  /* bytes the largest frame of this plan may need */
+    int planned;                       /* ff_plan succeeded: a failure may leave bytes to cut */
+    int visible;                       /* frames are written revealed: nothing is retired */
+    uint32_t comp_stride;              /* eng_bound(longest block of the plan) */
+    eng_job *jobs;                     /* one per changed block, compressed by the engine */
+    uint8_t *comp;                     /* the jobs' outputs, comp_stride apart */
+    uint64_t comp_bytes;               /* their size, counted in the env's dirty_bytes */
+    uint32_t *job_at;                  /* block i - s -> its job, or UINT32_MAX */
+    uint32_t n_jobs;
+    eng_ticket ticket;                 /* the jobs in the engine */
+};
+
+/* Decoded length of block i: bs, or less for the last block. */
+static inline uint64_t ff_blen(const ff_file *f, uint64_t i)
+{
+    return i + 1 < f->n_blocks ? f->bs : f->size - i * f->bs;
+}
+
+/* ff_read.c */
+int ff_decode(ff_file *f, uint64_t i, uint8_t *dst);
+int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n);
+
+/* ff_write.c */
+int ff_reserve(ff_file *f, uint64_t n);
+void ff_drop_buf(ff_file *f, ff_blk *b);
+void ff_set_empty(ff_file *f);
+
+/* ff_commit.c */
+int ff_commit(ff_file *f, int durable, int pressure);
+int ff_write_trailer(ff_file *f, ff_commit_plan *p);
+void ff_restore_mtime(ff_file *f);
+int ff_batch_finish(ff_file *f);
+void ff_batch_abandon(ff_file *f);
+int ff_batch_holds(const ff_file *f, uint64_t i);
+uint64_t ff_unbricked(const ff_file *f);
+
+/* ff_repair.c */
+int ff_load_own(ff_file *f, uint64_t file_len);
+int ff_identify(int fd, uint64_t file_len, uint32_t *bs, const char *name, lg_log *log);
+
+#endif

@@ -1,0 +1,206 @@
+/* Reads of an open file: decoding stored blocks (in parallel, outside the file's lock),
+ * the read plan, foreign reads and SEEK_DATA/SEEK_HOLE. */
+#include "ff_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bcache.h"
+#include "fmt.h"
+
+/* Decodes the stored block i, entry {off, word}, of len bytes into dst. Touches nothing of
+ * f that changes, so a read may call it without f->lock (holding f->io). */
+static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                           uint64_t len)
+{
+    if (off & FMT_ENTRY_ZERO) {
+        memset(dst, 0, len);
+        return 0;
+    }
+    uint64_t at = fmt_entry_off(&(fmt_entry){off, word});
+    uint8_t *raw = malloc(fmt_block_len(word));
+    if (!raw)
+        return -ENOMEM;
+    int rc = fmt_pread_all(f->fd, raw, fmt_block_len(word), at);
+    fmt_error err = FMT_OK;
+    if (rc == 0)
+        err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
+                                     : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
+    free(raw);
+    if (rc < 0 || err != FMT_OK) {
+        f->env->n.corrupt_blocks++;
+        lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", f->name,
+                  (unsigned long long)i, (unsigned long long)at,
+                  rc < 0 ? "read failed" : fmt_error_name(err));
+        return rc < 0 ? rc : -EIO;
+    }
+    f->env->n.blocks_decoded++;
+    return 0;
+}
+
+int ff_decode(ff_file *f, uint64_t i, uint8_t *dst)
+{
+    return ff_decode_entry(f, i, f->blk[i].off, f->blk[i].word, dst, ff_blen(f, i));
+}
+
+/* Part of a read that needs a stored block decoded. */
+typedef struct {
+    uint64_t i, off;                   /* block and its entry, as when the read began */
+    uint32_t word, len;                /* entry word; the block's decoded length */
+    uint32_t boff, n;                  /* the part wanted */
+    uint8_t *dst;
+} ff_rjob;
+
+/* The part [boff, boff+n) of block i, with its entry as it stands now. */
+static ff_rjob ff_rjob_at(const ff_file *f, uint64_t i, uint64_t boff, uint64_t n, uint8_t *dst)
+{
+    return (ff_rjob){i, f->blk[i].off, f->blk[i].word, (uint32_t)ff_blen(f, i), (uint32_t)boff,
+                     (uint32_t)n, dst};
+}
+
+/* Serves [boff, boff+n) of block i from memory (dirty, zero or cached); 0 if it must be
+ * decoded. Called with f->lock held. */
+static int ff_read_memory(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
+{
+    const ff_blk *b = &f->blk[i];
+    if (b->state == FF_DIRTY)
+        memcpy(dst, b->buf + boff, n);
+    else if (b->state == FF_ZERO || (b->off & FMT_ENTRY_ZERO))
+        memset(dst, 0, n);
+    else if (bc_get(f->env->cache, f->id, b->off, dst, (uint32_t)boff, (uint32_t)n))
+        f->env->n.cache_hits++;
+    else
+        return 0;
+    return 1;
+}
+
+/* Decodes the listed blocks, whole ones straight into the reply, parts through the cache.
+ * Called holding f->io shared, not f->lock: reads of one file decode in parallel. */
+static int ff_read_decode(ff_file *f, const ff_rjob *jobs, uint64_t n_jobs)
+{
+    uint8_t *tmp = NULL;
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < n_jobs; k++) {
+        const ff_rjob *j = &jobs[k];
+        if (j->boff == 0 && j->n == j->len) {
+            rc = ff_decode_entry(f, j->i, j->off, j->word, j->dst, j->len);
+            continue;
+        }
+        if (!tmp && !(tmp = malloc(f->bs))) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = ff_decode_entry(f, j->i, j->off, j->word, tmp, j->len);
+        if (rc == 0) {
+            bc_put(f->env->cache, f->id, j->off, tmp, j->len);
+            memcpy(j->dst, tmp + j->boff, j->n);
+        }
+    }
+    free(tmp);
+    return rc;                         /* never short: FUSE takes a short read for the end */
+}                                      /* of the file and zero-fills (or cuts) the rest */
+
+/* Copies [boff, boff+n) of block i into dst, decoding through the cache when needed. */
+int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
+{
+    if (ff_read_memory(f, i, dst, boff, n))
+        return 0;
+    ff_rjob j = ff_rjob_at(f, i, boff, n, dst);
+    return ff_read_decode(f, &j, 1);
+}
+
+/* ---- the calls of an open file ---- */
+
+static int ff_pread_foreign(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
+{
+    ssize_t n;
+    *got = 0;
+    while (len && (n = pread(f->fd, (char *)buf + *got, len, off + (off_t)*got)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        *got += (size_t)n, len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Copies what memory holds of the read into buf and lists the blocks left to decode (room
+ * for every block the read spans). Called with f->lock held. */
+static uint64_t ff_read_plan(ff_file *f, uint8_t *buf, uint64_t len, uint64_t off, ff_rjob *jobs)
+{
+    uint64_t n_jobs = 0;
+    for (uint64_t got = 0; got < len;) {
+        uint64_t pos = off + got, i = pos / f->bs, boff = pos % f->bs;
+        uint64_t n = ff_blen(f, i) - boff;
+        if (n > len - got)
+            n = len - got;
+        if (!ff_read_memory(f, i, buf + got, boff, n))
+            jobs[n_jobs++] = ff_rjob_at(f, i, boff, n, buf + got);
+        got += n;
+    }
+    return n_jobs;
+}
+
+/* Called with f->lock held; returns with it released. */
+static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_t *got)
+{
+    *got = 0;
+    len = off >= f->size ? 0 : len > f->size - off ? (size_t)(f->size - off) : len;
+    uint64_t span = len ? (off + len - 1) / f->bs - off / f->bs + 1 : 0;
+    ff_rjob *jobs = span ? malloc(span * sizeof(*jobs)) : NULL;
+    if (span && !jobs) {
+        pthread_mutex_unlock(&f->lock);
+        return -ENOMEM;
+    }
+    uint64_t n_jobs = ff_read_plan(f, buf, len, off, jobs);
+    if (n_jobs)
+        pthread_rwlock_rdlock(&f->io);
+    pthread_mutex_unlock(&f->lock);
+    int rc = n_jobs ? ff_read_decode(f, jobs, n_jobs) : 0;
+    if (n_jobs)
+        pthread_rwlock_unlock(&f->io);
+    free(jobs);
+    *got = rc == 0 ? len : 0;
+    return rc;
+}
+
+int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
+{
+    pthread_mutex_lock(&f->lock);
+    if (!f->foreign)
+        return ff_read_own(f, buf, len, (uint64_t)off, got);
+    int rc = ff_pread_foreign(f, buf, len, off, got);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+static int ff_block_is_hole(const ff_file *f, uint64_t i)
+{
+    const ff_blk *b = &f->blk[i];
+    return b->state == FF_ZERO || (b->state == FF_CLEAN && (b->off & FMT_ENTRY_ZERO));
+}
+
+off_t ff_lseek(ff_file *f, off_t off, int whence)
+{
+    pthread_mutex_lock(&f->lock);
+    off_t r;
+    if (f->foreign) {
+        r = lseek(f->fd, off, whence);
+        r = r < 0 ? -errno : r;
+    } else if (off < 0 || (uint64_t)off >= f->size) {
+        r = -ENXIO;
+    } else {
+        int want_hole = whence == SEEK_HOLE;
+        uint64_t i = (uint64_t)off / f->bs;
+        while (i < f->n_blocks && ff_block_is_hole(f, i) != want_hole)
+            i++;
+        uint64_t at = i * f->bs > (uint64_t)off ? i * f->bs : (uint64_t)off;
+        r = i < f->n_blocks ? (off_t)at : want_hole ? (off_t)f->size : -ENXIO;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return r;
+}

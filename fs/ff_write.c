@@ -1,0 +1,344 @@
+/* Writes of an open file: dirty blocks in memory, growing and shrinking, emptying, writes,
+ * truncate, fallocate, and when a write commits early. */
+#include "ff_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bcache.h"
+#include "fmt.h"
+
+static int ff_batch_settle(ff_file *f);
+
+/* ---- blocks in memory ---- */
+
+int ff_reserve(ff_file *f, uint64_t n)
+{
+    if (n <= f->cap)
+        return 0;
+    uint64_t cap = f->cap ? f->cap : 16;
+    while (cap < n)
+        cap *= 2;
+    ff_blk *b = realloc(f->blk, cap * sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    memset(b + f->cap, 0, (cap - f->cap) * sizeof(*b));
+    f->blk = b, f->cap = cap;
+    return 0;
+}
+
+static void ff_changed(ff_file *f, uint64_t i)
+{
+    if (i < f->rewrite_min)
+        f->rewrite_min = i;
+}
+
+void ff_drop_buf(ff_file *f, ff_blk *b)
+{
+    if (b->state == FF_DIRTY) {
+        free(b->buf);
+        b->buf = NULL;
+        f->n_dirty--;
+        f->env->dirty_bytes -= f->bs;
+    }
+}
+
+/* Gives block i a buffer holding its current content (load=0: the caller overwrites all). */
+static int ff_make_dirty(ff_file *f, uint64_t i, int load)
+{
+    ff_blk *b = &f->blk[i];
+    if (b->state == FF_DIRTY)
+        return 0;
+    /* Only the block's first ff_blen bytes are ever read; ff_grow zeroes what it adds. Not
+     * zeroing the whole block keeps a small file from costing a block-sized memset. */
+    uint8_t *buf = malloc(f->bs);
+    if (!buf)
+        return -ENOMEM;
+    if (load && b->state != FF_CLEAN)
+        memset(buf, 0, ff_blen(f, i));
+    if (load && b->state == FF_CLEAN) {
+        int rc = ff_block_read(f, i, buf, 0, ff_blen(f, i));
+        if (rc < 0) {
+            free(buf);
+            return rc;
+        }
+    }
+    b->filled = load && b->state == FF_CLEAN ? (uint32_t)ff_blen(f, i) : 0;
+    b->state = FF_DIRTY, b->buf = buf;
+    f->n_dirty++;
+    f->env->dirty_bytes += f->bs;
+    ff_changed(f, i);
+    return 0;
+}
+
+static int ff_grow(ff_file *f, uint64_t size)
+{
+    uint64_t old_n = f->n_blocks, new_n = (size + f->bs - 1) / f->bs;
+    uint64_t tail = f->size % f->bs;
+    int rc = ff_reserve(f, new_n);
+    if (rc == 0 && tail && f->blk[old_n - 1].state != FF_ZERO)
+        rc = ff_make_dirty(f, old_n - 1, 1);     /* a stored partial block changes length */
+    if (rc < 0)
+        return rc;
+    if (tail && f->blk[old_n - 1].state == FF_DIRTY) {
+        uint64_t grown = new_n > old_n || size % f->bs == 0 ? f->bs : size % f->bs;
+        memset(f->blk[old_n - 1].buf + tail, 0, grown - tail);
+    }
+    for (uint64_t i = old_n; i < new_n; i++)       /* off and word stay: frames to retire */
+        f->blk[i].state = FF_ZERO, f->blk[i].buf = NULL;
+    if (new_n > old_n)
+        ff_changed(f, old_n);
+    f->size = size, f->n_blocks = new_n;
+    return 0;
+}
+
+static int ff_shrink(ff_file *f, uint64_t size)
+{
+    uint64_t new_n = (size + f->bs - 1) / f->bs, tail = size % f->bs;
+    if (tail && f->blk[new_n - 1].state != FF_ZERO) {
+        int rc = ff_make_dirty(f, new_n - 1, 1);
+        if (rc < 0)
+            return rc;
+    }
+    for (uint64_t i = new_n; i < f->n_blocks; i++) {
+        ff_drop_buf(f, &f->blk[i]);
+        f->blk[i].state = FF_CLEAN;
+    }
+    if (new_n < f->n_stored || tail)
+        ff_changed(f, tail ? new_n - 1 : new_n);
+    f->size = size, f->n_blocks = new_n;
+    return 0;
+}
+
+/* An empty seek table at off, ending the file. */
+static int ff_write_empty_table(int fd, uint64_t off)
+{
+    uint8_t table[8 + FMT_FOOTER_LEN];
+    fmt_trailer empty = {0};
+    fmt_trailer_encode(&empty, table);
+    int rc = fmt_pwrite_all(fd, table, sizeof(table), off);
+    if (rc == 0 && ftruncate(fd, (off_t)(off + sizeof(table))) < 0)
+        rc = -errno;
+    return rc;
+}
+
+/* Memory for a file that is its marker and an empty seek table, nothing else. */
+void ff_set_empty(ff_file *f)
+{
+    f->size = f->n_blocks = f->n_stored = 0;
+    f->rewrite_min = UINT64_MAX;
+    f->n_pending = 0;
+    f->table_start = FMT_MARKER_LEN;
+    f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
+}
+
+/* Truncating to nothing (O_TRUNC, `cp` over a file) starts the file over: cut it back to its
+ * marker, then write an empty seek table, so no old frame lingers as dead space. A crash in
+ * between leaves the marker alone, which opens as an empty file: no old frame comes back. */
+static int ff_empty_locked(ff_file *f)
+{
+    if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
+        return -errno;
+    int rc = ff_write_empty_table(f->fd, FMT_MARKER_LEN);
+    if (rc < 0)
+        return rc;
+    for (uint64_t i = 0; i < f->n_blocks; i++)
+        ff_drop_buf(f, &f->blk[i]);
+    /* New frames start again right after the marker, at the very offsets that name the old
+     * blocks in the cache: without this a read could get an old block's decoded bytes. */
+    bc_forget_file(f->env->cache, f->id);
+    ff_set_empty(f);
+    return 0;
+}
+
+/* Reads still decoding old frames finish first: their offsets are about to be reused. */
+static int ff_empty(ff_file *f)
+{
+    pthread_rwlock_wrlock(&f->io);
+    int rc = ff_empty_locked(f);
+    pthread_rwlock_unlock(&f->io);
+    return rc;
+}
+
+/* Growing leaves the bricks in flight alone, so that a streaming writer keeps several in
+ * the engine: a grown file changes only its partial last block, which a brick holds only
+ * when a writer over the memory budget sent it alone. Shrinking may cut held blocks. */
+static int ff_resize(ff_file *f, uint64_t size)
+{
+    int grows_held = size > f->size && f->size % f->bs && ff_batch_holds(f, f->n_blocks - 1);
+    int rc = size < f->size ? ff_batch_finish(f) : grows_held ? ff_batch_settle(f) : 0;
+    if (rc < 0 || size == f->size)
+        return rc;
+    if (size == 0 && !f->env->opt.read_only)
+        return ff_empty(f);
+    return size > f->size ? ff_grow(f, size) : ff_shrink(f, size);
+}
+
+/* Commits early when dirty blocks pile up: an appending writer every brick of blocks (cheap:
+ * nothing before its tail moves), anyone when the mount's memory budget is spent. */
+/* A streaming commit that fails (a full disk) does not fail the write: the kernel would
+ * take that as a failed write-back, fail close without sending the flush, and keep pages
+ * it never wrote. The blocks stay in memory and close or fsync retries and reports the
+ * error; only a writer over the memory budget gets it at once. */
+static int ff_over_budget(const ff_file *f)
+{
+    uint64_t budget = f->env->opt.mem_bytes / 2;
+    return f->env->dirty_bytes > budget || (uint64_t)f->n_dirty * f->bs > budget / 2;
+}
+
+static int ff_maybe_commit(ff_file *f)
+{
+    int appending = f->rewrite_min >= f->n_stored || f->rewrite_min + 1 == f->n_stored;
+    int over = ff_over_budget(f);
+    if (!over && (f->deferred_err || !(appending && ff_unbricked(f) >= FF_STREAM_BLOCKS)))
+        return 0;
+    int rc = ff_commit(f, 0, appending ? FF_COMMIT_STREAM : FF_COMMIT_MEMORY);
+    if (rc < 0 && !over) {
+        f->deferred_err = rc;
+        return 0;
+    }
+    return rc;
+}
+
+/* Ends the streaming batches before a write touches their blocks or the size. A batch that
+ * failed left its blocks dirty: as in ff_maybe_commit, the write goes on and close or
+ * fsync reports the failure, unless the writer is over the memory budget. */
+static int ff_batch_settle(ff_file *f)
+{
+    int rc = ff_batch_finish(f);
+    if (rc < 0 && !ff_over_budget(f)) {
+        f->deferred_err = rc;
+        return 0;
+    }
+    return rc;
+}
+
+static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off)
+{
+    int rc = 0;
+    if (off + len > f->size)
+        rc = ff_resize(f, off + len);
+    for (size_t done = 0; rc == 0 && done < len;) {
+        uint64_t pos = off + done, i = pos / f->bs, boff = pos % f->bs;
+        uint64_t n = ff_blen(f, i) - boff;
+        if (n > len - done)
+            n = len - done;
+        if (ff_batch_holds(f, i) && (rc = ff_batch_settle(f)) < 0)
+            break;
+        rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
+        if (rc == 0) {
+            ff_blk *b = &f->blk[i];
+            memcpy(b->buf + boff, buf + done, n);
+            b->filled = b->filled + n > f->bs ? f->bs : b->filled + (uint32_t)n;
+            done += n;
+        }
+    }
+    clock_gettime(CLOCK_REALTIME, &f->mtime);
+    return rc < 0 ? rc : ff_maybe_commit(f);
+}
+
+int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
+{
+    if (off < 0)
+        return -EINVAL;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0;
+    if (f->foreign) {
+        size_t done = 0;
+        while (rc == 0 && done < len) {
+            ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done, off + (off_t)done);
+            rc = n < 0 ? (errno == EINTR ? 0 : -errno) : 0;
+            done += n > 0 ? (size_t)n : 0;
+        }
+    } else {
+        rc = ff_write_own(f, buf, len, (uint64_t)off);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_truncate(ff_file *f, off_t size)
+{
+    if (size < 0)
+        return -EINVAL;
+    pthread_mutex_lock(&f->lock);
+    int rc;
+    if (f->foreign) {
+        rc = ftruncate(f->fd, size) < 0 ? -errno : 0;
+    } else {
+        rc = ff_resize(f, (uint64_t)size);
+        clock_gettime(CLOCK_REALTIME, &f->mtime);
+        if (rc == 0)
+            rc = ff_maybe_commit(f);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_flush(ff_file *f, int durable)
+{
+    pthread_mutex_lock(&f->lock);
+    int rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
+                        : ff_commit(f, durable, FF_COMMIT_FULL);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+/* Zeroes [off, end) of an own file: whole blocks become holes, the edges are rewritten. */
+static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
+{
+    int rc = ff_batch_finish(f);
+    if (rc < 0)
+        return rc;
+    if (end > f->size)
+        end = f->size;
+    while (off < end) {
+        uint64_t i = off / f->bs, boff = off % f->bs, n = ff_blen(f, i) - boff;
+        if (n > end - off)
+            n = end - off;
+        if (boff == 0 && n == ff_blen(f, i)) {
+            ff_drop_buf(f, &f->blk[i]);
+            f->blk[i].state = FF_ZERO;
+            ff_changed(f, i);
+        } else {
+            if ((rc = ff_make_dirty(f, i, 1)) < 0)
+                return rc;
+            memset(f->blk[i].buf + boff, 0, n);
+        }
+        off += n;
+    }
+    return 0;
+}
+
+int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
+{
+    if (off < 0 || len <= 0)
+        return -EINVAL;
+    pthread_mutex_lock(&f->lock);
+    int rc = 0, keep = mode & FALLOC_FL_KEEP_SIZE;
+    uint64_t end = (uint64_t)off + (uint64_t)len;
+    if (f->foreign) {
+        rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;
+    } else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) ||
+               (mode & ~FALLOC_FL_KEEP_SIZE) == FALLOC_FL_ZERO_RANGE) {
+        rc = ff_zero_range(f, (uint64_t)off, end);
+        if (rc == 0 && !keep && end > f->size)
+            rc = ff_resize(f, end);
+    } else if ((mode & ~FALLOC_FL_KEEP_SIZE) == 0) {
+        if (!keep && end > f->size)        /* space is not reserved: blocks are compressed */
+            rc = ff_resize(f, end);
+    } else {
+        rc = -EOPNOTSUPP;
+    }
+    if (rc == 0 && !f->foreign) {
+        clock_gettime(CLOCK_REALTIME, &f->mtime);
+        rc = ff_maybe_commit(f);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
