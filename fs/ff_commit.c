@@ -13,11 +13,6 @@
 
 #include "fmt.h"
 
-static int ff_is_zero(const uint8_t *p, size_t n)
-{
-    return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
-}
-
 /* ---- the commit ---- */
 
 /* First block of the stored frame holding block i: blocks of one frame lie back to back. */
@@ -107,7 +102,9 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
         return -ENOMEM;
     for (uint64_t i = p->s; i < p->end; i++) {
         const ff_blk *k = &f->blk[i];
-        int job = k->state == FF_DIRTY || (k->state == FF_ZERO && !ff_is_zero_template(f, i));
+        /* version 2 stores a hole without compressing anything */
+        int job = k->state == FF_DIRTY ||
+                  (k->state == FF_ZERO && f->version == 1 && !ff_is_zero_template(f, i));
         p->job_at[i - p->s] = job ? p->n_jobs++ : UINT32_MAX;
     }
     p->comp = malloc((size_t)(p->n_jobs ? p->n_jobs : 1) * p->comp_stride);
@@ -249,7 +246,7 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
 {
     uint64_t r = f->rewrite_min;
     uint64_t base = f->n_batches ? f->batches[f->n_batches - 1]->end : f->n_stored;
-    p->s = r < f->n_stored ? ff_frame_first(f, r) : base;
+    p->s = r < f->n_stored ? (f->version == 1 ? ff_frame_first(f, r) : r) : base;
     p->end = f->n_blocks;
     /* Under pressure a writer keeps its partial last block in memory, and a streaming
      * writer every block from the first one not yet filled (the kernel's writeback need not
@@ -271,6 +268,10 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     p->stage_cap = 8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
                    (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
                        (p->comp_stride + FMT_BLOCK_OVERHEAD);
+    if (f->version == 2) {             /* slots: nothing to retire, no frames to group */
+        p->planned = 1;
+        return 0;
+    }
     int rc = ff_plan_retire(f, p);
     /* A frame that replaces nothing and follows only revealed frames can be written
      * revealed: a crash before the seek table leaves it to the scan of the next open, which
@@ -305,6 +306,14 @@ int ff_write_trailer(ff_file *f, ff_commit_plan *p)
 }
 
 /* The plan is on disk: make memory say the same. */
+/* A brick ends after the writer went on: a block changed before the brick's range
+ * meanwhile (a header patched behind the data) is still to be written. */
+static void ff_adopt_range(ff_file *f, const ff_commit_plan *p)
+{
+    if (f->rewrite_min >= p->s)
+        f->rewrite_min = p->end < f->n_blocks ? p->end : UINT64_MAX;
+}
+
 static void ff_adopt(ff_file *f, ff_commit_plan *p)
 {
     for (uint64_t i = p->s; i < p->end; i++) {
@@ -313,10 +322,7 @@ static void ff_adopt(ff_file *f, ff_commit_plan *p)
         b->off = p->t.entries[i].off, b->word = p->t.entries[i].word, b->state = FF_CLEAN;
     }
     f->n_stored = p->end;
-    /* A brick ends after the writer went on: a block changed before the brick's range
-     * meanwhile (a header patched behind the data) is still to be written. */
-    if (f->rewrite_min >= p->s)
-        f->rewrite_min = p->end < f->n_blocks ? p->end : UINT64_MAX;
+    ff_adopt_range(f, p);
     f->phys_end = p->pos;
 }
 
@@ -372,6 +378,15 @@ static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable)
 
 static void ff_commit_failed(ff_file *f, int rc)
 {
+    struct stat st;
+    if (f->version == 2) {             /* slots: what was written stays; the blocks stay dirty
+                                          and the next commit writes them again, zeroing
+                                          whatever this one left past the old end */
+        lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
+        if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size > f->v2.eof)
+            f->v2.eof = (uint64_t)st.st_size;
+        return;
+    }
     /* Everything before phys_end is intact: cut what this commit added. */
     lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
     if (ftruncate(f->fd, (off_t)f->phys_end) < 0)
@@ -411,11 +426,17 @@ static int ff_batch_finish_one(ff_file *f)
     ff_commit_plan *p = ff_batch_pop(f);
     eng_wait(f->env->eng, &p->ticket);
     p->pos = f->phys_end;
-    int rc = ff_write_frames(f, p);
-    if (rc == 0)
-        rc = ff_keep_pending(f, p);
-    if (rc == 0)
-        ff_adopt(f, p);
+    int rc;
+    if (f->version == 2) {
+        if ((rc = ff2_stream_write(f, p)) == 0)
+            ff_adopt_range(f, p);
+    } else {
+        rc = ff_write_frames(f, p);
+        if (rc == 0)
+            rc = ff_keep_pending(f, p);
+        if (rc == 0)
+            ff_adopt(f, p);
+    }
     ff_restore_mtime(f);
     ff_batch_drop(f->env, p);
     if (rc < 0) {
@@ -485,7 +506,8 @@ int ff_commit(ff_file *f, int durable, int pressure)
              : f->n_batches == FF_MAX_BATCHES ? ff_batch_finish_one(f) : 0;
     if (rc < 0)
         return rc;
-    if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0)
+    if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0 &&
+        !(f->version == 2 && f->v2.footerless))
         return durable ? ff_sync(f) : 0;
     if (f->env->opt.read_only)
         return -EROFS;
@@ -502,9 +524,12 @@ int ff_commit(ff_file *f, int durable, int pressure)
     }
     if (rc == 0 && (rc = ff_submit(f, &p)) == 0) {
         eng_wait(f->env->eng, &p.ticket);
-        rc = ff_commit_write(f, &p, durable);
+        rc = f->version == 2 ? ff2_commit_write(f, &p, durable) : ff_commit_write(f, &p, durable);
     }
-    if (rc == 0) {
+    if (rc == 0 && f->version == 2) {
+        ff_adopt_range(f, &p);
+        f->env->n.commits++;
+    } else if (rc == 0) {
         /* Committed: from here a failure to flip headers is finished by the next open. */
         ff_adopt(f, &p);
         f->env->n.commits++;

@@ -21,6 +21,7 @@
 #define FPGALZ4FS_FF_INTERNAL_H
 
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
@@ -50,6 +51,20 @@ typedef struct {
     uint8_t state;                     /* FF_CLEAN: as stored; FF_DIRTY: buf; FF_ZERO: zeros */
     uint8_t *buf;                      /* block_size bytes while FF_DIRTY */
 } ff_blk;
+
+/* What memory knows of a version 2 file's tail (fmt2.h). */
+typedef struct {
+    uint64_t tail;                     /* where the last slot's extent ends */
+    uint64_t eof;                      /* backing file length */
+    uint64_t seq;                      /* the footer's commit number */
+    uint64_t fresh;                    /* blocks >= fresh were written since the last sync */
+    uint64_t size;                     /* logical size the footer records */
+    uint64_t j_off, j_len;             /* the journal the footer names */
+    int j_live;                        /* that journal was synced and slots were written
+                                          after it: it is needed until the next sync */
+    int footerless;                    /* streamed slots overwrote the footer */
+    uint32_t zsum;                     /* XXH32 of a whole block of zeros, once known */
+} ff2_state;
 
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
@@ -82,6 +97,8 @@ struct ff_file_s {
     uint64_t id;                       /* cache key, unique per open state */
     int foreign;                       /* no marker: bytes pass through */
     uint32_t bs;                       /* block size from the file's own marker */
+    uint32_t version;                  /* the file's format version: 1 or 2 */
+    ff2_state v2;                      /* version 2 only */
     uint64_t size;                     /* logical size */
     uint64_t n_blocks;                 /* ceil(size / bs) */
     uint64_t cap;                      /* allocated entries of blk */
@@ -130,6 +147,11 @@ static inline uint64_t ff_blen(const ff_file *f, uint64_t i)
     return i + 1 < f->n_blocks ? f->bs : f->size - i * f->bs;
 }
 
+static inline int ff_is_zero(const uint8_t *p, size_t n)
+{
+    return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
 /* ff_read.c */
 int ff_decode(ff_file *f, uint64_t i, uint8_t *dst);
 int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n);
@@ -150,6 +172,17 @@ uint64_t ff_unbricked(const ff_file *f);
 
 /* ff_repair.c */
 int ff_load_own(ff_file *f, uint64_t file_len);
-int ff_identify(int fd, uint64_t file_len, uint32_t *bs, const char *name, lg_log *log);
+int ff_identify(int fd, uint64_t file_len, uint32_t *bs, uint32_t *version, const char *name,
+                lg_log *log);
+
+/* ff_slots.c: version 2 */
+int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable);
+int ff2_stream_write(ff_file *f, ff_commit_plan *p);
+int ff2_load(ff_file *f, uint64_t file_len);
+size_t ff2_new_file(const ff_env *env, uint8_t *out);   /* FMT_MARKER_LEN + FMT2_FOOTER_LEN */
+void ff2_set_new(ff_file *f);
+int ff2_empty(ff_file *f);
+int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size);
+uint64_t ff_max_size(const ff_file *f);
 
 #endif

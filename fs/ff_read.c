@@ -21,10 +21,18 @@ static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, 
         return 0;
     }
     uint64_t at = fmt_entry_off(&(fmt_entry){off, word});
-    uint8_t *raw = malloc(fmt_block_len(word));
-    if (!raw)
+    uint8_t w[4];
+    /* a version 2 slot whose size word memory has not read yet */
+    int rc = word == 0 ? fmt_pread_all(f->fd, w, sizeof(w), at) : 0;
+    if (word == 0 && rc == 0)
+        word = fmt_get32(w);
+    if (rc == 0 && (fmt_word_size(word) == 0 || fmt_word_size(word) > f->bs))
+        rc = -EIO;
+    uint8_t *raw = rc == 0 ? malloc(fmt_block_len(word)) : NULL;
+    if (rc == 0 && !raw)
         return -ENOMEM;
-    int rc = fmt_pread_all(f->fd, raw, fmt_block_len(word), at);
+    if (rc == 0)
+        rc = fmt_pread_all(f->fd, raw, fmt_block_len(word), at);
     fmt_error err = FMT_OK;
     if (rc == 0)
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT

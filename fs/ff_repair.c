@@ -76,6 +76,8 @@ static int ff_repair(ff_file *f, uint64_t file_len)
 
 int ff_load_own(ff_file *f, uint64_t file_len)
 {
+    if (f->version == 2)
+        return ff2_load(f, file_len);
     fmt_trailer t;
     fmt_error err = fmt_trailer_read(f->fd, file_len, f->bs, &t);
     if (err == FMT_ERR_NO_TRAILER)
@@ -99,7 +101,8 @@ int ff_load_own(ff_file *f, uint64_t file_len)
 }
 
 /* Reads the marker: 1 for an own file (f->bs set), 0 for a foreign one, or -errno. */
-int ff_identify(int fd, uint64_t file_len, uint32_t *bs, const char *name, lg_log *log)
+int ff_identify(int fd, uint64_t file_len, uint32_t *bs, uint32_t *version, const char *name,
+                lg_log *log)
 {
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
@@ -114,6 +117,6 @@ int ff_identify(int fd, uint64_t file_len, uint32_t *bs, const char *name, lg_lo
                   "supports (%u); refusing it", name, m.version, FMT_VERSION);
     if (err != FMT_OK)
         return err == FMT_ERR_FOREIGN ? 0 : -fmt_errno(err);
-    *bs = m.block_size;
+    *bs = m.block_size, *version = m.version;
     return 1;
 }

@@ -1,6 +1,7 @@
 /* Writes of an open file: dirty blocks in memory, growing and shrinking, emptying, writes,
  * truncate, fallocate, and when a write commits early. */
 #include "ff_internal.h"
+#include "fmt2.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -135,6 +136,8 @@ void ff_set_empty(ff_file *f)
     f->n_pending = 0;
     f->table_start = FMT_MARKER_LEN;
     f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
+    if (f->version == 2)
+        ff2_set_new(f);
 }
 
 /* Truncating to nothing (O_TRUNC, `cp` over a file) starts the file over: cut it back to its
@@ -142,9 +145,11 @@ void ff_set_empty(ff_file *f)
  * between leaves the marker alone, which opens as an empty file: no old frame comes back. */
 static int ff_empty_locked(ff_file *f)
 {
-    if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
+    int rc = f->version == 2 ? ff2_empty(f) : 0;
+    if (f->version == 1 && ftruncate(f->fd, FMT_MARKER_LEN) < 0)
         return -errno;
-    int rc = ff_write_empty_table(f->fd, FMT_MARKER_LEN);
+    if (f->version == 1)
+        rc = ff_write_empty_table(f->fd, FMT_MARKER_LEN);
     if (rc < 0)
         return rc;
     for (uint64_t i = 0; i < f->n_blocks; i++)
@@ -174,6 +179,8 @@ static int ff_resize(ff_file *f, uint64_t size)
     int rc = size < f->size ? ff_batch_finish(f) : grows_held ? ff_batch_settle(f) : 0;
     if (rc < 0 || size == f->size)
         return rc;
+    if (size > ff_max_size(f))
+        return -EFBIG;
     if (size == 0 && !f->env->opt.read_only)
         return ff_empty(f);
     return size > f->size ? ff_grow(f, size) : ff_shrink(f, size);
@@ -341,4 +348,11 @@ int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
     }
     pthread_mutex_unlock(&f->lock);
     return rc;
+}
+
+/* Version 2: the documented maximum (FORMAT.md). Version 1: its seek table holds at most
+ * 2^32 - 1 entries. */
+uint64_t ff_max_size(const ff_file *f)
+{
+    return f->version == 2 ? FMT2_MAX_SIZE : (uint64_t)f->bs * UINT32_MAX;
 }

@@ -2,6 +2,7 @@
  * getters. The rest of ff_* lies in ff_read.c, ff_write.c, ff_commit.c and ff_repair.c;
  * ff_internal.h says which file holds what. */
 #include "ff_internal.h"
+#include "fmt2.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -88,7 +89,8 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     int rc = fstat(fd, &st) < 0 ? -errno : 0;
     if (rc == 0)
         f->mtime = st.st_mtim;
-    if (rc == 0 && (rc = ff_identify(fd, (uint64_t)st.st_size, &f->bs, f->name, env->log)) == 0)
+    if (rc == 0 && (rc = ff_identify(fd, (uint64_t)st.st_size, &f->bs, &f->version, f->name,
+                                             env->log)) == 0)
         f->foreign = 1;
     else if (rc == 1)
         rc = ff_load_own(f, (uint64_t)st.st_size);
@@ -100,21 +102,18 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     return 0;
 }
 
-/* A new file is written whole in one call (marker and empty seek table) and set up from
- * what was written, without reading it back: creating many small files is all overhead. */
+/* A new file is written whole in one call (marker and empty footer) and set up from what
+ * was written, without reading it back: creating many small files is all overhead. New
+ * files are always of the newest format version. */
 int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
 {
-    fmt_marker m = {FMT_VERSION, env->sb.block_size, {0}};
-    memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
-    uint8_t head[FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN];
-    fmt_trailer empty = {0};
-    fmt_marker_encode(&m, head);
-    fmt_trailer_encode(&empty, head + FMT_MARKER_LEN);
+    uint8_t head[FMT_MARKER_LEN + FMT2_FOOTER_LEN];
+    size_t len = ff2_new_file(env, head);
     struct stat st;
-    int rc = fmt_pwrite_all(fd, head, sizeof(head), 0);
+    int rc = fmt_pwrite_all(fd, head, len, 0);
     if (rc == 0 && fstat(fd, &st) < 0)
         rc = -errno;
-    if (rc == 0 && (uint64_t)st.st_size > sizeof(head) && ftruncate(fd, sizeof(head)) < 0)
+    if (rc == 0 && (uint64_t)st.st_size > len && ftruncate(fd, (off_t)len) < 0)
         rc = -errno;
     ff_file *f = rc == 0 ? ff_new(env, fd, name) : NULL;
     if (!f) {
@@ -123,6 +122,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     }
     f->mtime = st.st_mtim;
     f->bs = env->sb.block_size;
+    f->version = 2;
     ff_set_empty(f);
     *out = f;
     return 0;
@@ -178,14 +178,16 @@ void ff_set_mtime(ff_file *f, const struct timespec *ts)
 int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
 {
     struct stat st;
-    uint32_t bs = 0;
+    uint32_t bs = 0, version = 0;
     if (fstat(fd, &st) < 0)
         return -errno;
-    int rc = ff_identify(fd, (uint64_t)st.st_size, &bs, "?", env->log);
+    int rc = ff_identify(fd, (uint64_t)st.st_size, &bs, &version, "?", env->log);
     *own = rc == 1;
     *size = (uint64_t)st.st_size;
     if (rc <= 0)
         return rc;
+    if (version == 2)
+        return ff2_stat_size(fd, (uint64_t)st.st_size, bs, size);
     fmt_trailer t;
     fmt_error err = fmt_trailer_read(fd, (uint64_t)st.st_size, bs, &t);
     if (err == FMT_ERR_NO_TRAILER) {

@@ -223,7 +223,7 @@ void fmt_trailer_encode(const fmt_trailer *t, uint8_t *out)
     fmt_put32(p + 8, t->n_entries);
     fmt_put32(p + 12, t->n_reveal);
     fmt_put32(p + 16, t->n_retire);
-    fmt_put32(p + 20, FMT_VERSION);
+    fmt_put32(p + 20, FMT_VERSION_1);
     fmt_put32(p + 24, XXH32(out + 8, (size_t)(p + 24 - (out + 8)), 0));
     fmt_put32(p + 28, FMT_FOOTER_MAGIC);
 }

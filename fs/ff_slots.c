@@ -1,0 +1,565 @@
+/* Commits, opening and repair of format version 2 files (docs/FORMAT.md, part II): every
+ * block has its own slot, so a commit writes the blocks that changed and nothing else.
+ *
+ * Blocks past the committed ones (appends, holes) go straight to their slots: nothing old
+ * lies there. Blocks rewritten in place go first into a journal after the slots, which the
+ * footer names, then into their slots; a crash in between is finished at the next open by
+ * replaying the journal. The journal is synced before the slots are touched only when a slot
+ * may hold data an fsync promised (or the caller wants durability): rewriting data no one
+ * was promised needs only the order that the page cache keeps for a killed daemon. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bcache.h"
+#include "ff_internal.h"
+#include "fmt2.h"
+
+/* A journal larger than this is not left in the file at rest: its commit syncs and cuts it. */
+#define FF2_JOURNAL_KEEP(bs) ((uint64_t)(bs) / 2)
+
+/* The frame of each block a plan writes, encoded once: journal and slot get the same bytes. */
+typedef struct {
+    uint64_t block;
+    uint32_t len;                      /* logical length */
+    uint32_t frame_len;                /* 0 for a hole */
+    uint8_t *frame;                    /* into ff2_frames.buf */
+} ff2_frame;
+
+typedef struct {
+    ff2_frame *v;
+    uint64_t n;
+    uint8_t *buf;
+} ff2_frames;
+
+static void ff2_frames_free(ff2_frames *fr)
+{
+    free(fr->v);
+    free(fr->buf);
+}
+
+/* Encodes every changed block of [p->s, p->end) whose index is in [lo, hi). */
+static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t hi,
+                      ff2_frames *fr)
+{
+    uint64_t a = p->s > lo ? p->s : lo, b = p->end < hi ? p->end : hi, bytes = 0, n = 0;
+    for (uint64_t i = a; i < b; i++) {
+        const ff_blk *k = &f->blk[i];
+        if (k->state == FF_DIRTY)
+            bytes += ff_blen(f, i) + FMT2_FRAME_OVERHEAD;
+        n += k->state != FF_CLEAN;
+    }
+    *fr = (ff2_frames){calloc(n ? n : 1, sizeof(ff2_frame)), 0, malloc(bytes ? bytes : 1)};
+    if (!fr->v || !fr->buf)
+        return -ENOMEM;
+    uint8_t *at = fr->buf;
+    for (uint64_t i = a; i < b; i++) {
+        const ff_blk *k = &f->blk[i];
+        if (k->state == FF_CLEAN)
+            continue;
+        ff2_frame *e = &fr->v[fr->n++];
+        *e = (ff2_frame){i, (uint32_t)ff_blen(f, i), 0, NULL};
+        uint32_t j = p->job_at[i - p->s];
+        if (k->state == FF_ZERO || j == UINT32_MAX)
+            continue;
+        const eng_job *jb = &p->jobs[j];
+        if (ff_is_zero(jb->src, jb->len))
+            continue;                  /* a written block of zeros is stored as a hole */
+        e->frame = at;
+        e->frame_len = (uint32_t)fmt2_frame_encode(at, f->bs, jb->src, jb->len, jb->dst,
+                                                   jb->out_len);
+        at += e->frame_len;
+        f->env->n.blocks_written++;
+    }
+    return 0;
+}
+
+/* Frame length of stored block i (reads its size word when memory does not know it). */
+static int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
+{
+    uint32_t word = f->blk[i].word;
+    if (f->blk[i].off & FMT_ENTRY_ZERO) {
+        *len = ff_blen(f, i) + FMT2_FRAME_OVERHEAD;
+        return 0;
+    }
+    if (word == 0) {
+        uint8_t w[4];
+        int rc = fmt_pread_all(f->fd, w, 4, fmt_entry_off(&(fmt_entry){f->blk[i].off, 0}));
+        if (rc < 0)
+            return rc;
+        word = fmt_get32(w);
+    }
+    *len = FMT_FRAME_HEADER_LEN + fmt_block_len(word) + FMT_FRAME_END_LEN;
+    return 0;
+}
+
+static uint64_t ff2_word_off(const ff_file *f, uint64_t i)
+{
+    return fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN;
+}
+
+/* Where slot i's extent ends once the file has n blocks and its last slot ends at tail. */
+static uint64_t ff2_slot_end(const ff_file *f, uint64_t i, uint64_t n, uint64_t tail)
+{
+    return i + 1 < n ? fmt2_slot_off(f->bs, i + 1) : tail;
+}
+
+/* Checksum of a hole of len bytes: hashing a whole block of zeros per hole made a large
+ * hole cost as much as writing it. */
+static uint32_t ff2_zsum(ff_file *f, uint32_t len)
+{
+    if (len != f->bs)
+        return fmt2_zero_sum(len);
+    if (!f->v2.zsum)
+        f->v2.zsum = fmt2_zero_sum(len);
+    return f->v2.zsum;
+}
+
+static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t tail)
+{
+    return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
+                           e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
+                           ff2_slot_end(f, e->block, n, tail));
+}
+
+/* Whole-block holes from fr->v[k] on that another block follows: how many in a row. */
+static uint64_t ff2_hole_run(const ff_file *f, const ff2_frames *fr, uint64_t k, uint64_t n)
+{
+    uint64_t r = 0;
+    while (k + r < fr->n && fr->v[k + r].frame_len == 0 && fr->v[k + r].len == f->bs &&
+           fr->v[k + r].block + 1 < n && fr->v[k + r].block == fr->v[k].block + r)
+        r++;
+    return r;
+}
+
+/* The old last slot ends where its frame ends; once blocks follow it, it gets padding up to
+ * the next slot. */
+static int ff2_pad_old_last(ff_file *f, uint64_t new_n)
+{
+    uint64_t last = f->n_stored - 1, flen;
+    if (f->n_stored == 0 || new_n <= f->n_stored || f->blk[last].state != FF_CLEAN)
+        return 0;
+    int rc = ff2_stored_frame_len(f, last, &flen);
+    uint64_t fend = fmt2_slot_off(f->bs, last) + flen, end = fmt2_slot_off(f->bs, f->n_stored);
+    if (rc == 0)
+        rc = fmt_write_skip_header(f->fd, fend, FMT_SKIP_PAD, (uint32_t)(end - fend - 8));
+    if (rc == 0)
+        fmt_punch(f->fd, fend + 8, end - fend - 8);
+    return rc;
+}
+
+/* Where the last slot's extent ends after the commit: at its frame, unless the frame shrank
+ * in place, when padding covers the old frame's bytes (at least 8 bytes of padding). */
+static int ff2_new_tail(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t *tail)
+{
+    if (n == 0) {
+        *tail = FMT_MARKER_LEN;
+        return 0;
+    }
+    uint64_t flen;
+    const ff2_frame *last = fr->n && fr->v[fr->n - 1].block == n - 1 ? &fr->v[fr->n - 1] : NULL;
+    int rc = 0;
+    if (last)
+        flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
+    else
+        rc = ff2_stored_frame_len(f, n - 1, &flen);
+    uint64_t end = fmt2_slot_off(f->bs, n - 1) + flen;
+    if (rc == 0 && n == f->n_stored && end < f->v2.tail)
+        end = f->v2.tail - end >= 8 ? f->v2.tail : end + 8;
+    *tail = end;
+    return rc;
+}
+
+/* Blocks at or past the stored ones: nothing lives in their slots but, at the start, the
+ * old journal and footer. A run of holes costs one small write per block. */
+static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
+{
+    int rc = ff2_pad_old_last(f, n);
+    for (uint64_t k = 0; rc == 0 && k < fr->n;) {
+        uint64_t run = fr->v[k].block >= f->n_stored ? ff2_hole_run(f, fr, k, n) : 0;
+        if (run) {
+            rc = fmt2_write_hole_run(f->fd, f->bs, fr->v[k].block, fr->v[k].block + run,
+                                     ff2_zsum(f, f->bs), f->v2.eof);
+            k += run;
+            continue;
+        }
+        if (fr->v[k].block >= f->n_stored)
+            rc = ff2_write_frame(f, &fr->v[k], n, tail);
+        k++;
+    }
+    return rc;
+}
+
+static int ff2_sync(ff_file *f)
+{
+    int rc = fdatasync(f->fd) < 0 ? -errno : 0;
+    if (rc == 0)
+        f->v2.j_live = 0;
+    return rc;
+}
+
+/* The entries of the blocks rewritten in place, for the journal. */
+static fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_out,
+                                 int *promised)
+{
+    fmt2_jentry *e = calloc(fr->n ? fr->n : 1, sizeof(*e));
+    uint32_t n = 0;
+    *promised = 0;
+    for (uint64_t k = 0; e && k < fr->n && fr->v[k].block < f->n_stored; k++) {
+        const ff2_frame *v = &fr->v[k];
+        e[n++] = (fmt2_jentry){v->block, v->len, v->frame_len, v->frame};
+        *promised |= v->block < f->v2.fresh;
+    }
+    *n_out = n;
+    return e;
+}
+
+static int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                             uint64_t *len)
+{
+    *len = fmt2_journal_len(e, n);
+    uint8_t *buf = malloc(*len);
+    if (!buf)
+        return -ENOMEM;
+    fmt2_journal_encode(e, n, f->v2.seq + 1, buf);
+    int rc = fmt_pwrite_all(f->fd, buf, *len, at);
+    free(buf);
+    return rc;
+}
+
+/* The in-place part: slots that hold committed blocks. Reads decode outside the file's
+ * lock, so they are kept out while the bytes under them change. */
+static int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
+{
+    int rc = 0;
+    pthread_rwlock_wrlock(&f->io);
+    for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++)
+        rc = ff2_write_frame(f, &fr->v[k], n, tail);
+    bc_forget_file(f->env->cache, f->id);
+    pthread_rwlock_unlock(&f->io);
+    return rc;
+}
+
+/* Blocks at or past the result were all written since the last sync, so nobody was
+ * promised them: rewriting them in place needs no synced journal. The fresh blocks are a
+ * suffix: this commit's appends, the old fresh suffix, and written blocks just below it. */
+static uint64_t ff2_fresh_after(const ff_file *f, const ff2_frames *fr, uint64_t n, int synced)
+{
+    if (synced)
+        return n;
+    uint64_t b = f->v2.fresh < f->n_stored ? f->v2.fresh : f->n_stored;
+    uint64_t k = fr->n;
+    while (k > 0 && fr->v[k - 1].block >= b)
+        k--;
+    while (k > 0 && b > 0 && fr->v[k - 1].block == b - 1)
+        b--, k--;
+    return b < n ? b : n;
+}
+
+static fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t j_off,
+                              uint64_t j_len, uint64_t fresh)
+{
+    return (fmt2_footer){size, (size + f->bs - 1) / f->bs, tail, j_off, j_len, f->v2.seq + 1,
+                         fresh};
+}
+
+/* Drops the journal: the footer goes right after the slots again. */
+static int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
+{
+    fmt2_footer ft = ff2_footer(f, size, tail, 0, 0, fresh);
+    int rc = fmt2_footer_write(f->fd, tail, &ft);
+    if (rc == 0)
+        f->v2.seq++, f->v2.eof = tail + FMT2_FOOTER_LEN, f->v2.j_off = f->v2.j_len = 0;
+    return rc;
+}
+
+typedef struct {
+    uint64_t n, size, tail, fresh;
+    int shrink, durable;
+} ff2_target;
+
+/* The footer is the commit point of blocks rewritten in place: journal, footer, [sync],
+ * slots. A shrinking commit puts both after the old footer, whose state stays whole until
+ * the new footer exists; it then settles the footer back behind the slots. */
+static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    uint32_t n_j;
+    int promised;
+    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
+    if (!e)
+        return -ENOMEM;
+    uint64_t at = t->shrink ? (f->v2.eof > t->tail ? f->v2.eof : t->tail) : t->tail, jlen;
+    int rc = ff2_write_journal(f, e, n_j, at, &jlen);
+    free(e);
+    int sync = t->durable || promised;
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, sync ? t->n : t->fresh);
+    if (rc == 0)
+        rc = fmt2_footer_write(f->fd, at + jlen, &ft);
+    if (rc == 0)
+        f->v2.seq++, f->v2.eof = at + jlen + FMT2_FOOTER_LEN, f->v2.j_off = at,
+        f->v2.j_len = jlen;
+    if (rc == 0 && sync)
+        rc = ff2_sync(f);
+    if (rc == 0)
+        rc = ff2_write_in_place(f, fr, t->n, t->tail);
+    if (rc == 0 && sync)
+        f->v2.j_live = 1;              /* the slots may still be in the page cache only */
+    if (rc == 0 && (t->shrink || jlen > FF2_JOURNAL_KEEP(f->bs))) {
+        if (f->v2.j_live)
+            rc = ff2_sync(f);
+        if (rc == 0)
+            rc = ff2_settle(f, t->size, t->tail, sync ? t->n : t->fresh);
+    }
+    return rc;
+}
+
+/* Memory now says what the slots hold. */
+static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    for (uint64_t k = 0; k < fr->n; k++) {
+        ff_blk *b = &f->blk[fr->v[k].block];
+        ff_drop_buf(f, b);
+        b->state = FF_CLEAN;
+        b->off = ff2_word_off(f, fr->v[k].block) | (fr->v[k].frame_len ? 0 : FMT_ENTRY_ZERO);
+        b->word = fr->v[k].frame_len ? fmt_get32(fr->v[k].frame + FMT_FRAME_HEADER_LEN)
+                                     : (fr->v[k].len | FMT_RAW_BIT);
+    }
+    f->n_stored = t->n;
+    f->v2.tail = t->tail, f->v2.fresh = t->fresh, f->v2.size = t->size;
+}
+
+int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
+{
+    ff2_frames fr;
+    ff2_target t = {p->end, p->size, 0, 0, p->end < f->n_stored, durable};
+    int rc = ff2_encode(f, p, 0, UINT64_MAX, &fr);
+    if (rc == 0 && f->v2.j_live)       /* the old journal may be overwritten from here */
+        rc = ff2_sync(f);
+    if (rc == 0)
+        rc = ff2_new_tail(f, &fr, t.n, &t.tail);
+    int in_place = fr.n && fr.v[0].block < f->n_stored;
+    t.fresh = ff2_fresh_after(f, &fr, t.n, durable);
+    if (rc == 0)
+        rc = ff2_write_appends(f, &fr, t.n, t.tail);
+    if (rc == 0 && (in_place || t.shrink)) {
+        rc = ff2_commit_journal(f, &fr, &t);
+    } else if (rc == 0) {
+        rc = ff2_settle(f, t.size, t.tail, durable ? t.n : t.fresh);
+        if (rc == 0 && durable)
+            rc = ff2_sync(f);
+    }
+    if (rc == 0 && durable)
+        t.fresh = t.n;
+    if (rc == 0)
+        ff2_adopt(f, &fr, &t);
+    ff2_frames_free(&fr);
+    return rc;
+}
+
+/* A streaming brick of an appending writer: its slots only, no footer. The footer at the
+ * end of the file is overwritten by the first of them; a crash before the next commit leaves
+ * the slots to the walk of the next open, which takes them as written. */
+int ff2_stream_write(ff_file *f, ff_commit_plan *p)
+{
+    ff2_frames fr;
+    int rc = ff2_encode(f, p, f->n_stored, UINT64_MAX, &fr);
+    ff2_target t = {p->end, p->end * (uint64_t)f->bs, 0, f->v2.fresh, 0, 0};
+    if (rc == 0 && f->v2.j_live)
+        rc = ff2_sync(f);
+    if (rc == 0)
+        rc = ff2_new_tail(f, &fr, t.n, &t.tail);
+    if (rc == 0)
+        rc = ff2_write_appends(f, &fr, t.n, t.tail);
+    if (rc == 0) {
+        ff2_adopt(f, &fr, &t);
+        f->v2.eof = t.tail;
+        f->v2.footerless = 1;
+    }
+    ff2_frames_free(&fr);
+    return rc;
+}
+
+/* ---- opening, repair ---- */
+
+static void ff2_take(ff_file *f, uint64_t size, uint64_t n)
+{
+    f->size = size;
+    f->n_blocks = f->n_stored = n;
+    for (uint64_t i = 0; i < n; i++)   /* size words are read when a block is */
+        f->blk[i] = (ff_blk){.off = ff2_word_off(f, i), .word = 0, .state = FF_CLEAN};
+}
+
+/* A read-only mount cannot rewrite slots: its blocks are read from the journal's copies. */
+static void ff2_replay_in_memory(ff_file *f, const fmt2_footer *ft, const uint8_t *buf,
+                                 const fmt2_jentry *e)
+{
+    ff_blk *b = &f->blk[e->block];
+    if (!e->frame) {
+        b->off |= FMT_ENTRY_ZERO;
+        return;
+    }
+    b->off = ft->j_off + (uint64_t)(e->frame - buf) + FMT_FRAME_HEADER_LEN;
+    b->word = fmt_get32(e->frame + FMT_FRAME_HEADER_LEN);
+}
+
+/* Rewrites the slots that differ from the journal: a commit stopped between its footer and
+ * the last of its slots. */
+static int ff2_replay_entry(ff_file *f, const fmt2_footer *ft, const fmt2_jentry *e,
+                            uint8_t *tmp, int *changed)
+{
+    uint64_t at = fmt2_slot_off(f->bs, e->block);
+    if (e->frame && fmt_pread_all(f->fd, tmp, e->frame_len, at) == 0 &&
+        memcmp(tmp, e->frame, e->frame_len) == 0)
+        return 0;
+    (*changed)++;
+    return fmt2_write_slot(f->fd, f->bs, e->block, e->frame, e->frame_len, e->len,
+                           e->frame ? 0 : ff2_zsum(f, e->len),
+                           ff2_slot_end(f, e->block, ft->n_blocks, ft->tail));
+}
+
+static int ff2_replay(ff_file *f, const fmt2_footer *ft, int *changed)
+{
+    uint8_t *buf, *tmp = NULL;
+    fmt2_jentry *e;
+    uint32_t n;
+    fmt_error err = fmt2_journal_read(f->fd, ft->j_off, ft->j_len, ft->seq, f->bs,
+                                      ft->n_blocks, &buf, &e, &n);
+    if (err == FMT_ERR_NO_TRAILER) {   /* lost with its unsynced commit: nothing to redo */
+        lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; "
+                  "its blocks are read as they are", f->name);
+        return 0;
+    }
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    int rc = f->env->opt.read_only || (tmp = malloc(fmt2_slot_len(f->bs))) ? 0 : -ENOMEM;
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        if (f->env->opt.read_only)
+            ff2_replay_in_memory(f, ft, buf, &e[k]);
+        else
+            rc = ff2_replay_entry(f, ft, &e[k], tmp, changed);
+    }
+    free(tmp);
+    free(buf);
+    free(e);
+    return rc;
+}
+
+static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
+{
+    f->v2 = (ff2_state){.tail = ft->tail, .eof = eof, .seq = ft->seq, .fresh = ft->fresh,
+                        .size = ft->size, .j_off = ft->j_off, .j_len = ft->j_len};
+}
+
+/* No valid footer: the slots are the truth. Walks them (verifying every block), puts a
+ * footer after the last whole one and cuts what follows. */
+static int ff2_repair(ff_file *f, uint64_t file_len)
+{
+    fmt2_scan_result sr;
+    fmt_error err = fmt2_scan(f->fd, file_len, f->bs, 1, &sr);
+    int rc = err == FMT_OK ? ff_reserve(f, sr.n_blocks) : -fmt_errno(err);
+    if (rc < 0)
+        return rc;
+    ff2_take(f, sr.size, sr.n_blocks);
+    fmt2_footer ft = {sr.size, sr.n_blocks, sr.valid_end, 0, 0, 0, sr.n_blocks};
+    ff2_set_state(f, &ft, file_len);
+    if (f->env->opt.read_only) {
+        lg_printf(f->env->log, LG_WARN, "%s: torn (footer missing or damaged); not repaired "
+                  "on a read-only mount", f->name);
+        return 0;
+    }
+    rc = ff2_settle(f, sr.size, sr.valid_end, sr.n_blocks);
+    if (rc == 0) {
+        f->env->n.repairs++;
+        lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: %llu blocks (%llu bytes) "
+                  "found in their slots, %llu bytes cut after offset %llu", f->name,
+                  (unsigned long long)sr.n_blocks, (unsigned long long)sr.size,
+                  (unsigned long long)(file_len - sr.valid_end),
+                  (unsigned long long)sr.valid_end);
+    }
+    ff_restore_mtime(f);
+    return rc;
+}
+
+/* The footer names a journal (an interrupted commit, or a small one left at rest): redo it.
+ * A footer not right behind the slots and the journal (a shrinking commit that stopped) is
+ * settled back there. */
+static int ff2_finish(ff_file *f, const fmt2_footer *ft, uint64_t file_len)
+{
+    int changed = 0;
+    int rc = ft->j_len ? ff2_replay(f, ft, &changed) : 0;
+    int odd = ft->j_len ? ft->j_off != ft->tail : file_len != ft->tail + FMT2_FOOTER_LEN;
+    if (rc < 0 || f->env->opt.read_only || (!changed && !odd))
+        return rc;
+    if (changed && fdatasync(f->fd) < 0)
+        return -errno;
+    rc = ff2_settle(f, ft->size, ft->tail, ft->fresh);
+    if (rc == 0)
+        lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%d blocks "
+                  "rewritten from its journal)", f->name, changed);
+    ff_restore_mtime(f);
+    return rc;
+}
+
+int ff2_load(ff_file *f, uint64_t file_len)
+{
+    fmt2_footer ft;
+    fmt_error err = fmt2_footer_read(f->fd, file_len, f->bs, &ft);
+    if (err == FMT_ERR_NO_TRAILER)
+        return ff2_repair(f, file_len);
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    int rc = ff_reserve(f, ft.n_blocks);
+    if (rc < 0)
+        return rc;
+    ff2_take(f, ft.size, ft.n_blocks);
+    ff2_set_state(f, &ft, file_len);
+    return ff2_finish(f, &ft, file_len);
+}
+
+/* A new file: the marker and a footer of nothing, in one write. */
+size_t ff2_new_file(const ff_env *env, uint8_t *out)
+{
+    fmt_marker m = {FMT_VERSION, env->sb.block_size, {0}};
+    memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
+    fmt_marker_encode(&m, out);
+    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
+    fmt2_footer_encode(&ft, out + FMT_MARKER_LEN);
+    return FMT_MARKER_LEN + FMT2_FOOTER_LEN;
+}
+
+void ff2_set_new(ff_file *f)
+{
+    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
+    ff2_set_state(f, &ft, FMT_MARKER_LEN + FMT2_FOOTER_LEN);
+}
+
+/* Truncating to nothing: back to the marker, then a footer of nothing. A crash in between
+ * leaves the marker alone, which opens as an empty file. */
+int ff2_empty(ff_file *f)
+{
+    if (f->v2.j_live && fdatasync(f->fd) < 0)
+        return -errno;
+    if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
+        return -errno;
+    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, f->v2.seq + 1, 0};
+    int rc = fmt2_footer_write(f->fd, FMT_MARKER_LEN, &ft);
+    if (rc == 0)
+        ff2_set_state(f, &ft, FMT_MARKER_LEN + FMT2_FOOTER_LEN);
+    return rc;
+}
+
+int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size)
+{
+    fmt2_footer ft;
+    fmt_error err = fmt2_footer_read(fd, file_len, bs, &ft);
+    if (err == FMT_ERR_NO_TRAILER) {
+        fmt2_scan_result sr;
+        if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
+            ft.size = sr.size;
+    }
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    *size = ft.size;
+    return 0;
+}

@@ -1,0 +1,348 @@
+#include "fmt2.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FMT2_FOOTER_PAYLOAD (FMT2_FOOTER_LEN - 8u)
+#define FMT2_ZERO_CHUNK 65536u
+
+static const uint8_t fmt2_zeros[FMT2_ZERO_CHUNK];
+
+uint32_t fmt2_zero_sum(uint32_t len)
+{
+    XXH32_state_t *st = XXH32_createState();
+    if (!st)
+        return 0;
+    XXH32_reset(st, 0);
+    for (uint32_t done = 0; done < len;) {
+        uint32_t n = len - done < FMT2_ZERO_CHUNK ? len - done : FMT2_ZERO_CHUNK;
+        XXH32_update(st, fmt2_zeros, n);
+        done += n;
+    }
+    uint32_t sum = XXH32_digest(st);
+    XXH32_freeState(st);
+    return sum;
+}
+
+size_t fmt2_frame_encode(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
+                         const uint8_t *comp, uint32_t comp_len)
+{
+    fmt_frame_header(out, bs, len, 1);
+    size_t at = FMT_FRAME_HEADER_LEN + fmt_block_encode(out + FMT_FRAME_HEADER_LEN, raw, len,
+                                                        comp, comp_len);
+    fmt_put32(out + at, 0);                                  /* EndMark */
+    fmt_put32(out + at + 4, XXH32(raw, len, 0));             /* content checksum */
+    return at + FMT_FRAME_END_LEN;
+}
+
+fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int verify,
+                           uint32_t *len, uint32_t *word, uint32_t *frame_len)
+{
+    uint32_t fbs;
+    int has_csize, bsum, csum;
+    uint64_t csize;
+    size_t h = fmt_frame_header_parse(buf, avail, &fbs, &has_csize, &csize, &bsum, &csum);
+    if (h != FMT_FRAME_HEADER_LEN || fbs != bs || !has_csize || !bsum || !csum || csize == 0 ||
+        csize > bs || avail < h + 4)
+        return FMT_ERR_CORRUPT;
+    uint32_t w = fmt_get32(buf + h), s = fmt_word_size(w);
+    if (s == 0 || s > bs || ((w & FMT_RAW_BIT) && s != csize))
+        return FMT_ERR_CORRUPT;
+    uint64_t end = h + fmt_block_len(w);
+    if (avail < end + FMT_FRAME_END_LEN || fmt_get32(buf + end) != 0)
+        return FMT_ERR_CORRUPT;
+    *len = (uint32_t)csize, *word = w, *frame_len = (uint32_t)(end + FMT_FRAME_END_LEN);
+    if (verify && XXH32(buf + h + 4, s, 0) != fmt_get32(buf + h + 4 + s))
+        return FMT_ERR_CHECKSUM;
+    return FMT_OK;
+}
+
+int fmt2_zero(int fd, uint64_t off, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+        return 0;
+    if (errno != EOPNOTSUPP && errno != ENOSYS)
+        return -errno;
+    for (uint64_t done = 0; done < len;) {       /* a backing filesystem that cannot punch */
+        uint64_t n = len - done < FMT2_ZERO_CHUNK ? len - done : FMT2_ZERO_CHUNK;
+        int rc = fmt_pwrite_all(fd, fmt2_zeros, n, off + done);
+        if (rc < 0)
+            return rc;
+        done += n;
+    }
+    return 0;
+}
+
+static void fmt2_hole_head(uint8_t *out, uint32_t bs, uint32_t len)
+{
+    fmt_frame_header(out, bs, len, 1);
+    fmt_put32(out + FMT_FRAME_HEADER_LEN, len | FMT_RAW_BIT);
+}
+
+/* Block checksum, EndMark, content checksum: the raw data are the content. */
+static void fmt2_hole_tail(uint8_t *out, uint32_t zsum)
+{
+    fmt_put32(out, zsum);
+    fmt_put32(out + 4, 0);
+    fmt_put32(out + 8, zsum);
+}
+
+/* A hole is a raw block whose data are zeros that were never written: its head and tail are
+ * the only bytes on disk. */
+static int fmt2_write_hole(int fd, uint32_t bs, uint64_t at, uint32_t len, uint32_t zsum,
+                           uint8_t *tail)
+{
+    uint8_t head[FMT2_HOLE_HEAD];
+    fmt2_hole_head(head, bs, len);
+    fmt2_hole_tail(tail, zsum);
+    int rc = fmt_pwrite_all(fd, head, sizeof(head), at);
+    return rc < 0 ? rc : fmt2_zero(fd, at + FMT2_HOLE_HEAD, len);
+}
+
+/* The frame's last bytes and the padding header go out in one write; the padding's payload
+ * is given back to the backing filesystem. */
+int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+                    uint32_t len, uint32_t zsum, uint64_t end)
+{
+    uint64_t at = fmt2_slot_off(bs, i);
+    uint8_t tail[FMT2_HOLE_TAIL + 8];
+    size_t tail_len = 0;
+    int rc = 0;
+    if (!frame) {
+        rc = fmt2_write_hole(fd, bs, at, len, zsum, tail);
+        frame_len = len + FMT2_FRAME_OVERHEAD, tail_len = FMT2_HOLE_TAIL;
+    }
+    uint64_t fend = at + frame_len;
+    if (rc == 0 && end > fend) {
+        fmt_put32(tail + tail_len, FMT_SKIP_PAD);
+        fmt_put32(tail + tail_len + 4, (uint32_t)(end - fend - 8));
+        tail_len += 8;
+    }
+    if (rc == 0 && frame && (rc = fmt_pwrite_all(fd, frame, frame_len, at)) < 0)
+        return rc;
+    if (rc == 0 && tail_len)
+        rc = fmt_pwrite_all(fd, tail, tail_len, fend - (frame ? 0 : FMT2_HOLE_TAIL));
+    if (rc == 0 && end > fend + 8)
+        fmt_punch(fd, fend + 8, end - fend - 8);
+    return rc;
+}
+
+int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
+                        uint64_t zero_end)
+{
+    uint64_t start = fmt2_slot_off(bs, a);
+    int rc = zero_end > start ? fmt2_zero(fd, start, zero_end - start) : 0;
+    uint8_t gap[FMT2_SLOT_EXTRA + FMT2_HOLE_HEAD], *g = gap + FMT2_HOLE_HEAD;
+    if (rc == 0 && a < b) {
+        fmt2_hole_head(gap, bs, bs);
+        rc = fmt_pwrite_all(fd, gap, FMT2_HOLE_HEAD, start);
+    }
+    /* between block i's data and block i+1's: i's tail, padding, i+1's head (64 bytes) */
+    memset(gap, 0, sizeof(gap));
+    fmt2_hole_tail(g, zsum);
+    fmt_put32(g + FMT2_HOLE_TAIL, FMT_SKIP_PAD);
+    fmt_put32(g + FMT2_HOLE_TAIL + 4, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD - 8);
+    fmt2_hole_head(g + FMT2_SLOT_EXTRA - FMT2_HOLE_HEAD, bs, bs);
+    for (uint64_t i = a; rc == 0 && i < b; i++) {
+        uint64_t data_end = fmt2_slot_off(bs, i) + FMT2_HOLE_HEAD + bs;
+        size_t n = i + 1 < b ? FMT2_SLOT_EXTRA : FMT2_HOLE_TAIL + 8;
+        rc = fmt_pwrite_all(fd, g, n, data_end);
+    }
+    return rc;
+}
+
+void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN])
+{
+    fmt_put32(out, FMT_SKIP_FOOTER2);
+    fmt_put32(out + 4, FMT2_FOOTER_PAYLOAD);
+    fmt_put64(out + 8, ft->size);
+    fmt_put64(out + 16, ft->tail);
+    fmt_put64(out + 24, ft->j_off);
+    fmt_put64(out + 32, ft->j_len);
+    fmt_put64(out + 40, ft->seq);
+    fmt_put64(out + 48, ft->fresh);
+    fmt_put32(out + 56, 2);
+    fmt_put32(out + 60, XXH32(out + 8, 52, 0));
+}
+
+static int fmt2_footer_sane(const fmt2_footer *ft, uint32_t bs, uint64_t start)
+{
+    if (ft->size > FMT2_MAX_SIZE || ft->fresh > ft->n_blocks)
+        return 0;
+    uint64_t min_tail = ft->n_blocks ? fmt2_slot_off(bs, ft->n_blocks - 1) + FMT2_FRAME_OVERHEAD
+                                     : FMT_MARKER_LEN;
+    uint64_t max_tail = ft->n_blocks ? fmt2_slot_off(bs, ft->n_blocks) : FMT_MARKER_LEN;
+    if (ft->tail < min_tail || ft->tail > max_tail || ft->tail > start)
+        return 0;
+    if (ft->j_off == 0)
+        return ft->j_len == 0;
+    return ft->j_off >= ft->tail && ft->j_len >= FMT2_J_HEAD + 4 && ft->j_len <= start &&
+           ft->j_off <= start - ft->j_len;
+}
+
+fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft)
+{
+    uint8_t b[FMT2_FOOTER_LEN];
+    if (file_len < FMT_MARKER_LEN + FMT2_FOOTER_LEN)
+        return FMT_ERR_NO_TRAILER;
+    int rc = fmt_pread_all(fd, b, sizeof(b), file_len - FMT2_FOOTER_LEN);
+    if (rc < 0)
+        return FMT_ERR_IO;
+    if (fmt_get32(b) != FMT_SKIP_FOOTER2 || fmt_get32(b + 4) != FMT2_FOOTER_PAYLOAD ||
+        fmt_get32(b + 56) != 2 || fmt_get32(b + 60) != XXH32(b + 8, 52, 0))
+        return FMT_ERR_NO_TRAILER;
+    uint64_t size = fmt_get64(b + 8);
+    *ft = (fmt2_footer){size, (size + bs - 1) / bs, fmt_get64(b + 16), fmt_get64(b + 24),
+                        fmt_get64(b + 32), fmt_get64(b + 40), fmt_get64(b + 48)};
+    return fmt2_footer_sane(ft, bs, file_len - FMT2_FOOTER_LEN) ? FMT_OK : FMT_ERR_NO_TRAILER;
+}
+
+int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft)
+{
+    uint8_t b[FMT2_FOOTER_LEN];
+    fmt2_footer_encode(ft, b);
+    int rc = fmt_pwrite_all(fd, b, sizeof(b), off);
+    if (rc == 0 && ftruncate(fd, (off_t)(off + sizeof(b))) < 0)
+        rc = -errno;
+    return rc;
+}
+
+size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n)
+{
+    size_t len = FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY + 4;
+    for (uint32_t k = 0; k < n; k++)
+        len += e[k].frame_len;
+    return len;
+}
+
+void fmt2_journal_encode(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *out)
+{
+    size_t len = fmt2_journal_len(e, n);
+    fmt_put32(out, FMT_SKIP_JOURNAL);
+    fmt_put32(out + 4, (uint32_t)(len - 8));
+    fmt_put64(out + 8, seq);
+    fmt_put32(out + 16, n);
+    fmt_put32(out + 20, 0);
+    uint8_t *p = out + FMT2_J_HEAD, *frames = p + (size_t)n * FMT2_J_ENTRY;
+    for (uint32_t k = 0; k < n; k++, p += FMT2_J_ENTRY) {
+        fmt_put64(p, e[k].block);
+        fmt_put32(p + 8, e[k].frame_len);
+        fmt_put32(p + 12, e[k].len);
+        if (e[k].frame_len)
+            memcpy(frames, e[k].frame, e[k].frame_len);
+        frames += e[k].frame_len;
+    }
+    fmt_put32(out + len - 4, XXH32(out + 8, len - 12, 0));
+}
+
+/* Every entry names a block of the file, in increasing order, with a frame that parses and
+ * says the length the entry says. */
+static fmt_error fmt2_journal_entries(uint8_t *b, uint64_t len, uint32_t bs, uint64_t n_blocks,
+                                      fmt2_jentry *e, uint32_t n)
+{
+    uint64_t frames = FMT2_J_HEAD + (uint64_t)n * FMT2_J_ENTRY, end = len - 4;
+    const uint8_t *p = b + FMT2_J_HEAD;
+    for (uint32_t k = 0; k < n; k++, p += FMT2_J_ENTRY) {
+        e[k] = (fmt2_jentry){fmt_get64(p), fmt_get32(p + 12), fmt_get32(p + 8), b + frames};
+        uint32_t flen, word, blen = 0;
+        if (e[k].block >= n_blocks || (k && e[k].block <= e[k - 1].block) || e[k].len == 0 ||
+            e[k].len > bs || e[k].frame_len > end - frames)
+            return FMT_ERR_NO_TRAILER;
+        if (e[k].frame_len && (fmt2_frame_parse(e[k].frame, e[k].frame_len, bs, 1, &blen, &word,
+                                                &flen) != FMT_OK ||
+                               flen != e[k].frame_len || blen != e[k].len))
+            return FMT_ERR_NO_TRAILER;
+        if (!e[k].frame_len)
+            e[k].frame = NULL;
+        frames += e[k].frame_len;
+    }
+    return frames == end ? FMT_OK : FMT_ERR_NO_TRAILER;
+}
+
+fmt_error fmt2_journal_read(int fd, uint64_t off, uint64_t len, uint64_t seq, uint32_t bs,
+                            uint64_t n_blocks, uint8_t **buf, fmt2_jentry **e, uint32_t *n)
+{
+    *buf = NULL, *e = NULL, *n = 0;
+    if (len < FMT2_J_HEAD + 4 || len > (1ull << 32))
+        return FMT_ERR_NO_TRAILER;
+    uint8_t *b = malloc(len);
+    if (!b)
+        return FMT_ERR_NOMEM;
+    fmt_error err = fmt_pread_all(fd, b, len, off) < 0 ? FMT_ERR_IO : FMT_OK;
+    uint32_t count = err == FMT_OK ? fmt_get32(b + 16) : 0;
+    if (err == FMT_OK &&
+        (fmt_get32(b) != FMT_SKIP_JOURNAL || fmt_get32(b + 4) != len - 8 ||
+         fmt_get64(b + 8) != seq || fmt_get32(b + 20) != 0 ||
+         fmt_get32(b + len - 4) != XXH32(b + 8, len - 12, 0) ||
+         (uint64_t)count * FMT2_J_ENTRY > len - FMT2_J_HEAD - 4))
+        err = FMT_ERR_NO_TRAILER;
+    fmt2_jentry *ent = err == FMT_OK ? calloc(count ? count : 1, sizeof(*ent)) : NULL;
+    if (err == FMT_OK && !ent)
+        err = FMT_ERR_NOMEM;
+    if (err == FMT_OK)
+        err = fmt2_journal_entries(b, len, bs, n_blocks, ent, count);
+    if (err != FMT_OK) {
+        free(b);
+        free(ent);
+        return err;
+    }
+    *buf = b, *e = ent, *n = count;
+    return FMT_OK;
+}
+
+/* Parses the frame of slot i; FMT_ERR_CORRUPT when there is none. *padded: the padding
+ * that a slot followed by another one carries is there, reaching exactly the next slot. */
+static fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
+                                uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded)
+{
+    uint64_t at = fmt2_slot_off(bs, i), slot = fmt2_slot_len(bs), want = slot;
+    if (at >= file_len)
+        return FMT_ERR_CORRUPT;
+    if (want > file_len - at)
+        want = file_len - at;
+    if (fmt_pread_all(fd, buf, want, at) < 0)
+        return FMT_ERR_IO;
+    uint32_t word, fl = 0;
+    fmt_error err = fmt2_frame_parse(buf, want, bs, verify, len, &word, &fl);
+    *flen = fl;
+    *padded = fl && fl + 8 <= want && fmt_get32(buf + fl) == FMT_SKIP_PAD &&
+              fmt_get32(buf + fl + 4) == slot - fl - 8;
+    return err;
+}
+
+fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out)
+{
+    uint8_t *buf = malloc(fmt2_slot_len(bs));
+    if (!buf)
+        return FMT_ERR_NOMEM;
+    *out = (fmt2_scan_result){0, 0, FMT_MARKER_LEN, 0};
+    uint64_t bad = 0;
+    for (uint64_t i = 0;; i++) {
+        uint32_t len = 0, flen = 0;
+        int padded = 0;
+        fmt_error err = fmt2_scan_slot(fd, file_len, bs, i, verify, buf, &len, &flen, &padded);
+        if (err == FMT_ERR_IO) {
+            free(buf);
+            return err;
+        }
+        if (err == FMT_ERR_CHECKSUM && padded && len == bs) {
+            bad++;                         /* kept only if a good frame follows */
+            continue;
+        }
+        if (err != FMT_OK)
+            break;
+        out->n_blocks = i + 1, out->bad_blocks = bad;
+        out->size = i * (uint64_t)bs + len;
+        out->valid_end = fmt2_slot_off(bs, i) + flen;
+        if (len < bs || !padded)          /* a partial block, or no next slot, ends it */
+            break;
+    }
+    free(buf);
+    return FMT_OK;
+}

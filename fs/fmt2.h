@@ -1,0 +1,117 @@
+/* fmt2: the on-disk layout of format version 2 (docs/FORMAT.md, part II, is the authority).
+ *
+ *   marker   : as version 1 (fmt.h), with version 2
+ *   slots    : block i is one LZ4 frame at the fixed offset FMT_MARKER_LEN + i * (bs + 64);
+ *              the rest of every slot but the last is a skippable frame (FMT_SKIP_PAD) whose
+ *              payload is punched, so a block is rewritten in place and read without a table
+ *   holes    : a block of zeros is stored raw with its data punched: a few bytes on disk
+ *   journal  : FMT_SKIP_JOURNAL, after the slots: the new frames of a commit that rewrites
+ *              blocks in place, written (and synced when it must be) before the slots are
+ *   footer   : the last 64 bytes (FMT_SKIP_FOOTER2): logical size, where the slots end,
+ *              the journal to replay
+ *
+ * Pure encoding and decoding plus positioned reads and writes; policy lives in ff_*.c. */
+#ifndef FPGALZ4FS_FMT2_H
+#define FPGALZ4FS_FMT2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fmt.h"
+
+#define FMT2_SLOT_EXTRA 64u                 /* slot = block size + this */
+#define FMT2_FRAME_OVERHEAD 31u             /* header 15, size word 4, checksum 4, end 8 */
+#define FMT2_HOLE_HEAD 19u                  /* frame header and size word of a hole */
+#define FMT2_HOLE_TAIL 12u                  /* block checksum, EndMark, content checksum */
+#define FMT2_FOOTER_LEN 64u
+#define FMT2_J_HEAD 24u                     /* journal: skippable header, seq, count, flags */
+#define FMT2_J_ENTRY 16u                    /* journal entry: block, frame length, length */
+#define FMT2_MAX_SIZE (1ull << 43)          /* largest logical size (8 TiB), see FORMAT.md */
+#define FMT_SKIP_PAD 0x184D2A59u            /* the unused rest of a slot */
+#define FMT_SKIP_FOOTER2 0x184D2A5Eu
+#define FMT_SKIP_JOURNAL 0x184D2A5Fu
+
+typedef struct {
+    uint64_t size;                          /* logical size */
+    uint64_t n_blocks;                      /* ceil(size / bs); not stored */
+    uint64_t tail;                          /* end of the last slot's extent: the journal,
+                                               if any, and the footer come after it */
+    uint64_t j_off, j_len;                  /* the journal to replay at open; 0, 0: none */
+    uint64_t seq;                           /* commit number; the journal carries it too */
+    uint64_t fresh;                         /* blocks >= fresh were all written since the
+                                               last sync: no fsync promised them */
+} fmt2_footer;
+
+/* One block of a journal: where it goes and its frame (NULL, 0 for a hole). */
+typedef struct {
+    uint64_t block;
+    uint32_t len;                           /* logical bytes of the block */
+    uint32_t frame_len;                     /* 0: a hole of len zero bytes */
+    const uint8_t *frame;
+} fmt2_jentry;
+
+static inline uint64_t fmt2_slot_len(uint32_t bs) { return (uint64_t)bs + FMT2_SLOT_EXTRA; }
+static inline uint64_t fmt2_slot_off(uint32_t bs, uint64_t i)
+{
+    return FMT_MARKER_LEN + i * fmt2_slot_len(bs);
+}
+/* Where the slots of n blocks end when the last one holds a frame of last_len bytes. */
+static inline uint64_t fmt2_slots_end(uint32_t bs, uint64_t n, uint64_t last_len)
+{
+    return n ? fmt2_slot_off(bs, n - 1) + last_len : FMT_MARKER_LEN;
+}
+
+/* XXH32 of len zero bytes (the checksums of a hole). */
+uint32_t fmt2_zero_sum(uint32_t len);
+
+/* Encodes block data as a whole frame into out (room for len + FMT2_FRAME_OVERHEAD): the
+ * compressed form when comp_len < len, else raw. Returns the frame length. */
+size_t fmt2_frame_encode(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
+                         const uint8_t *comp, uint32_t comp_len);
+
+/* Checks a frame's header, size word and EndMark in buf (avail bytes from the frame's
+ * start); *len gets the block's logical length, *word its size word, *frame_len the whole
+ * frame. verify also checks the block checksum. FMT_ERR_CORRUPT or FMT_ERR_CHECKSUM. */
+fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int verify,
+                           uint32_t *len, uint32_t *word, uint32_t *frame_len);
+
+/* Writes slot i's frame and, when the slot goes on to `end`, the padding up to there
+ * (its payload punched). frame NULL writes a hole of len zeros whose checksum is zsum
+ * (fmt2_zero_sum(len)). */
+int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+                    uint32_t len, uint32_t zsum, uint64_t end);
+/* Writes whole-block holes in slots [a, b), each followed by another slot: one write of
+ * the bytes between two blocks' data per block. [a's slot, zero_end) is zeroed first (old
+ * bytes there); past it the file must read as zeros already. */
+int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
+                        uint64_t zero_end);
+
+void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN]);
+/* Reads and validates the footer ending at file_len; FMT_ERR_NO_TRAILER when absent or
+ * damaged. */
+fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft);
+/* Writes the footer at off and cuts the file after it. */
+int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft);
+
+size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n);
+void fmt2_journal_encode(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *out);
+/* Reads the journal at [off, off+len) into *buf (malloc'd) and checks it; the entries
+ * point into *buf. FMT_ERR_NO_TRAILER when it is torn or not the one of this seq. */
+fmt_error fmt2_journal_read(int fd, uint64_t off, uint64_t len, uint64_t seq, uint32_t bs,
+                            uint64_t n_blocks, uint8_t **buf, fmt2_jentry **e, uint32_t *n);
+
+/* Result of walking the slots from block 0 (repair, fsck). */
+typedef struct {
+    uint64_t n_blocks, size;
+    uint64_t valid_end;                     /* end of the last frame taken */
+    uint64_t bad_blocks;                    /* kept blocks whose checksum fails */
+} fmt2_scan_result;
+
+/* Takes slots while their frames parse; a frame with a bad block checksum is kept when a
+ * good frame follows it (it reads as EIO), dropped as a torn tail when it is the last. */
+fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out);
+
+/* Zeroes [off, off+len) of the backing file, deallocating what it can. */
+int fmt2_zero(int fd, uint64_t off, uint64_t len);
+
+#endif
