@@ -371,6 +371,10 @@ static int dm_read_super(struct fs_daemon *dm)
                       dm->backing, dm->sb.format_version, SB_FORMAT_VERSION);
     case SB_ERR_IO:
         return dm_bad("%s/%s: %s", dm->backing, SB_FILE_NAME, strerror(errno));
+    case SB_ERR_NOT_REGULAR:
+        return dm_bad("%s/%s: %s; refusing to follow or use it (remove it, then run "
+                      "mkfpgalz4fs --force with the original block size)",
+                      dm->backing, SB_FILE_NAME, sb_error_name(e));
     default:
         return dm_bad("%s/%s: the superblock is damaged (%s); fsck.fpgalz4fs cannot guess it, "
                       "run mkfpgalz4fs --force with the original block size",
