@@ -549,7 +549,7 @@ static int chk_walk_dir(int fd, const char *rel, dev_t dev, chk_walk_fn fn, void
         const char *name = names.v[i];
         struct stat st;
         char *path = NULL;
-        if (!*rel && (!strcmp(name, SB_FILE_NAME) || !strcmp(name, SB_FILE_NAME ".tmp")))
+        if (!*rel && (!strcmp(name, SB_FILE_NAME) || !strcmp(name, SB_TMP_NAME)))
             continue;
         if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;                  /* gone since the listing */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -371,6 +372,10 @@ static int dm_read_super(struct fs_daemon *dm)
                       dm->backing, dm->sb.format_version, SB_FORMAT_VERSION);
     case SB_ERR_IO:
         return dm_bad("%s/%s: %s", dm->backing, SB_FILE_NAME, strerror(errno));
+    case SB_ERR_NOT_REGULAR:
+        return dm_bad("%s/%s: %s; refusing to follow or use it (remove it, then run "
+                      "mkfpgalz4fs --force with the original block size)",
+                      dm->backing, SB_FILE_NAME, sb_error_name(e));
     default:
         return dm_bad("%s/%s: the superblock is damaged (%s); fsck.fpgalz4fs cannot guess it, "
                       "run mkfpgalz4fs --force with the original block size",
@@ -692,6 +697,34 @@ static void dm_raise_readahead(struct fs_daemon *dm)
         close(fd);
 }
 
+/* Every file open through the mount holds a backing descriptor (and the engine and FUSE
+ * hold more), so the soft limit daemons usually start with (1024) would make opens fail with
+ * EMFILE long before the hard limit, which only an administrator can raise, says so. The
+ * daemon takes the whole hard limit; nothing in it uses select(), whose fd_set stops at
+ * FD_SETSIZE. */
+static void dm_raise_nofile(struct fs_daemon *dm)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        lg_printf(dm->fs.log, LG_WARN, "open files: getrlimit: %s", strerror(errno));
+        return;
+    }
+    unsigned long long was = (unsigned long long)rl.rlim_cur;
+    if (rl.rlim_cur != rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            lg_printf(dm->fs.log, LG_WARN, "open files: limit stays at %llu: setrlimit: %s",
+                      was, strerror(errno));
+            return;
+        }
+    }
+    if (rl.rlim_max == RLIM_INFINITY)
+        lg_printf(dm->fs.log, LG_INFO, "open files: limit unlimited (was %llu)", was);
+    else
+        lg_printf(dm->fs.log, LG_INFO, "open files: limit %llu, the hard limit (was %llu)",
+                  (unsigned long long)rl.rlim_max, was);
+}
+
 static int dm_loop(struct fs_daemon *dm)
 {
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -761,7 +794,10 @@ static int dm_prepare(struct fs_daemon *dm)
 
 static int dm_serve(struct fs_daemon *dm)
 {
-    if (dm_open_log(dm) || dm_open_engine(dm) || dm_mount(dm))
+    if (dm_open_log(dm))
+        return 1;
+    dm_raise_nofile(dm);
+    if (dm_open_engine(dm) || dm_mount(dm))
         return 1;
     lg_printf(dm->fs.log, LG_INFO,
               "mounted %s on %s: engine %s, block size %u, mem_mb %llu%s", dm->backing,

@@ -55,11 +55,14 @@ static int op_is_root(struct op_fs *fs, fuse_ino_t parent)
     return in_get(fs->tab, parent) == in_root(fs->tab);
 }
 
-/* The superblock is the store's, not the user's: in the root it neither exists (lookup,
- * unlink, readdir) nor may be created (create, rename, link...). */
-static int op_is_superblock(struct op_fs *fs, fuse_ino_t parent, const char *name)
+/* Names beginning with ".fpgalz4fs" at the top of the store are the store's, not the
+ * users': the superblock, and the temporaries that mkfpgalz4fs and fsck (run by root) write
+ * there. In the root they neither exist (lookup, unlink, readdir) nor may be made (create,
+ * mknod, mkdir, symlink, link, rename: EPERM), so that no user of the mount can plant a
+ * symlink under such a name and have root's tools write through it. */
+static int op_is_store_name(struct op_fs *fs, fuse_ino_t parent, const char *name)
 {
-    return op_is_root(fs, parent) && strcmp(name, SB_FILE_NAME) == 0;
+    return op_is_root(fs, parent) && sb_is_reserved_name(name);
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -410,7 +413,7 @@ static void op_destroy(void *userdata)
 static int op_lookup_name(struct op_fs *fs, fuse_ino_t parent, const char *name,
                           struct fuse_entry_param *e)
 {
-    if (op_is_superblock(fs, parent, name))
+    if (op_is_store_name(fs, parent, name))
         return -ENOENT;
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
@@ -527,7 +530,7 @@ static int op_make(struct op_fs *fs, int dirfd, const char *name, const struct o
 static int op_new_entry(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, const char *name,
                         const struct op_new *nw, struct fuse_entry_param *e)
 {
-    if (op_is_superblock(fs, parent, name))
+    if (op_is_store_name(fs, parent, name))
         return -EPERM;
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
@@ -574,7 +577,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int flags)
 {
-    if (op_is_superblock(fs, parent, name))
+    if (op_is_store_name(fs, parent, name))
         return -ENOENT;
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
@@ -603,9 +606,7 @@ static int op_rename_names(struct op_fs *fs, fuse_ino_t parent, const char *name
 {
     if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
         return -EINVAL;
-    if (op_is_superblock(fs, parent, name))
-        return -ENOENT;
-    if (op_is_superblock(fs, newparent, newname))
+    if (op_is_store_name(fs, parent, name) || op_is_store_name(fs, newparent, newname))
         return -EPERM;
     int from = op_dir_fd(fs, parent);
     if (from < 0)
@@ -634,7 +635,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 static int op_link_name(struct op_fs *fs, fuse_ino_t ino, fuse_ino_t newparent,
                         const char *newname, struct fuse_entry_param *e)
 {
-    if (op_is_superblock(fs, newparent, newname))
+    if (op_is_store_name(fs, newparent, newname))
         return -EPERM;
     int fd = op_meta_fd(fs, in_get(fs->tab, ino));
     if (fd < 0)
@@ -971,7 +972,7 @@ static int op_create_name(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent,
                           const char *name, mode_t mode, struct fuse_entry_param *e,
                           struct fuse_file_info *fi)
 {
-    if (op_is_superblock(fs, parent, name))
+    if (op_is_store_name(fs, parent, name))
         return -EPERM;
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
@@ -1180,7 +1181,7 @@ static int op_fill_dir(fuse_req_t req, struct op_dir *d, char *buf, size_t size,
             }
         }
         struct dirent *de = d->pending;
-        if (!(d->in_root && strcmp(de->d_name, SB_FILE_NAME) == 0)) {
+        if (!(d->in_root && sb_is_reserved_name(de->d_name))) {
             struct stat st = {.st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type)};
             size_t need = fuse_add_direntry(req, buf + pos, size - pos, de->d_name, &st,
                                             de->d_off);

@@ -12,7 +12,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define SB_TMP_NAME ".fpgalz4fs.tmp"
 #define SB_HEADER "# fpgalz4fs superblock: do not edit (checked by the checksum line)\n"
 #define SB_CHECKSUM_KEY "checksum="
 #define SB_LOCK_TRIES 8
@@ -39,6 +38,7 @@ const char *sb_error_name(sb_error e)
     case SB_ERR_NEWER: return "store has a newer format version than this build supports";
     case SB_ERR_BLOCK_SIZE: return "unsupported block size";
     case SB_ERR_LOCKED: return "store is in use by another process";
+    case SB_ERR_NOT_REGULAR: return "the superblock is a symlink or not a regular file";
     }
     return "unknown error";
 }
@@ -331,13 +331,42 @@ static int sb_read_all(int fd, char *buf, size_t cap, size_t *got)
     return 0;
 }
 
+int sb_is_reserved_name(const char *name)
+{
+    return strncmp(name, SB_FILE_NAME, sizeof(SB_FILE_NAME) - 1) == 0;
+}
+
+/* Anyone who could write the top of the store could have put a symlink (to a file of
+ * root's), a FIFO or a device where the superblock belongs: it is never followed (O_NOFOLLOW),
+ * opening it never blocks (O_NONBLOCK) and only a regular file is used. */
+static sb_error sb_open_super(int dirfd, int *out)
+{
+    struct stat st;
+    int fd = openat(dirfd, SB_FILE_NAME,
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? SB_ERR_MISSING : errno == ELOOP ? SB_ERR_NOT_REGULAR
+                                                                 : SB_ERR_IO;
+    if (fstat(fd, &st) != 0) {
+        sb_close_keep_errno(fd);
+        return SB_ERR_IO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return SB_ERR_NOT_REGULAR;
+    }
+    *out = fd;
+    return SB_OK;
+}
+
 sb_error sb_read(int dirfd, sb_super *sb)
 {
     char buf[SB_MAX_TEXT + 1];
     size_t got;
-    int fd = openat(dirfd, SB_FILE_NAME, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? SB_ERR_MISSING : SB_ERR_IO;
+    int fd;
+    sb_error e = sb_open_super(dirfd, &fd);
+    if (e != SB_OK)
+        return e;
     if (sb_read_all(fd, buf, sizeof(buf), &got) != 0) {
         sb_close_keep_errno(fd);
         return SB_ERR_IO;
@@ -377,10 +406,16 @@ static int sb_sync_dir(int dirfd)
 }
 
 /* The temporary file is complete and on disk before the rename, so a crash leaves either the
- * old superblock or the new one, never a torn one. */
+ * old superblock or the new one, never a torn one. A leftover temporary (a crash, or a
+ * symlink someone planted to make root write elsewhere) is unlinked, which never follows it,
+ * and the new one is created with O_EXCL | O_NOFOLLOW: if the name reappears in between,
+ * the write fails instead of going through it. */
 static int sb_write_tmp(int dirfd, const char *text, size_t len)
 {
-    int fd = openat(dirfd, SB_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (unlinkat(dirfd, SB_TMP_NAME, 0) != 0 && errno != ENOENT)
+        return -1;
+    int fd = openat(dirfd, SB_TMP_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    0644);
     if (fd < 0)
         return -1;
     if (sb_write_all(fd, text, len) != 0 || fsync(fd) != 0) {
@@ -390,12 +425,25 @@ static int sb_write_tmp(int dirfd, const char *text, size_t len)
     return close(fd);
 }
 
+/* A superblock that is not a regular file was not written by us: refuse to replace it, so
+ * that whoever put it there has it looked at (the rename alone would not follow it). */
+static sb_error sb_check_existing(int dirfd)
+{
+    struct stat st;
+    if (fstatat(dirfd, SB_FILE_NAME, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? SB_OK : SB_ERR_IO;
+    return S_ISREG(st.st_mode) ? SB_OK : SB_ERR_NOT_REGULAR;
+}
+
 sb_error sb_write(int dirfd, const sb_super *sb)
 {
     char text[SB_MAX_TEXT];
     size_t len = sb_format(sb, text, sizeof(text));
     if (len == 0)
         return SB_ERR_CORRUPT;
+    sb_error e = sb_check_existing(dirfd);
+    if (e != SB_OK)
+        return e;
     if (sb_write_tmp(dirfd, text, len) != 0 ||
         renameat(dirfd, SB_TMP_NAME, dirfd, SB_FILE_NAME) != 0) {
         int saved = errno;
@@ -434,7 +482,8 @@ sb_error sb_init(sb_super *sb, uint32_t block_size)
 static int sb_lock_is_current(int dirfd, int fd)
 {
     struct stat held, named;
-    if (fstat(fd, &held) != 0 || fstatat(dirfd, SB_FILE_NAME, &named, 0) != 0)
+    if (fstat(fd, &held) != 0 ||
+        fstatat(dirfd, SB_FILE_NAME, &named, AT_SYMLINK_NOFOLLOW) != 0)
         return -1;
     return held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
@@ -442,9 +491,10 @@ static int sb_lock_is_current(int dirfd, int fd)
 sb_error sb_lock(int dirfd, int *lock_fd)
 {
     for (int tries = 0; tries < SB_LOCK_TRIES; tries++) {
-        int fd = openat(dirfd, SB_FILE_NAME, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return errno == ENOENT ? SB_ERR_MISSING : SB_ERR_IO;
+        int fd;
+        sb_error e = sb_open_super(dirfd, &fd);
+        if (e != SB_OK)
+            return e;
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
             int locked = errno == EWOULDBLOCK;
             sb_close_keep_errno(fd);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #define SB_FILE_NAME ".fpgalz4fs"
+#define SB_TMP_NAME SB_FILE_NAME ".tmp"   /* the superblock's temporary during sb_write */
 #define SB_FORMAT_VERSION 1u           /* the newest format this build reads and writes */
 #define SB_MAX_TEXT 1024               /* the superblock file is never larger than this */
 
@@ -29,6 +30,7 @@ typedef enum {
     SB_ERR_NEWER,                      /* a format version newer than SB_FORMAT_VERSION */
     SB_ERR_BLOCK_SIZE,                 /* a block size other than the four allowed */
     SB_ERR_LOCKED,                     /* another daemon or tool holds the store */
+    SB_ERR_NOT_REGULAR,                /* .fpgalz4fs is a symlink or not a regular file */
 } sb_error;
 
 /* A name for an error, for messages. */
@@ -47,17 +49,29 @@ uint32_t sb_parse_block_size(const char *text);
 size_t sb_format(const sb_super *sb, char *out, size_t cap);
 sb_error sb_parse(const char *text, size_t len, sb_super *sb);
 
-/* Reads DIR/.fpgalz4fs through the directory descriptor dirfd. */
+/* True for a name that belongs to the store when it is at the top of the backing directory:
+ * every name beginning with ".fpgalz4fs" (the superblock, its temporary, the conversion
+ * temporaries and any name a later version may need). The daemon hides these names at the
+ * root of the mount and lets nobody make them, so that no user can plant a symlink where a
+ * tool run by root will write (docs/SECURITY.md). */
+int sb_is_reserved_name(const char *name);
+
+/* Reads DIR/.fpgalz4fs through the directory descriptor dirfd. The superblock must be a
+ * regular file: a symlink (never followed) or anything else gives SB_ERR_NOT_REGULAR. */
 sb_error sb_read(int dirfd, sb_super *sb);
 
-/* Writes the superblock crash-safely (temporary file, fsync, rename, fsync of the directory). */
+/* Writes the superblock crash-safely (temporary file, fsync, rename, fsync of the directory).
+ * A leftover temporary is removed first and the new one made with O_EXCL | O_NOFOLLOW, so
+ * that a symlink planted in its place is never written through; an existing superblock that
+ * is not a regular file gives SB_ERR_NOT_REGULAR and nothing is written. */
 sb_error sb_write(int dirfd, const sb_super *sb);
 
 /* Fills a new superblock: current version, the block size, a random UUID, the current time. */
 sb_error sb_init(sb_super *sb, uint32_t block_size);
 
 /* Takes the store lock (non-blocking). Returns SB_OK and a descriptor to keep open for as
- * long as the store is held, or SB_ERR_LOCKED when another process holds it. */
+ * long as the store is held, or SB_ERR_LOCKED when another process holds it;
+ * SB_ERR_NOT_REGULAR when the superblock is a symlink or not a regular file. */
 sb_error sb_lock(int dirfd, int *lock_fd);
 
 /* UUID as 36 characters plus NUL. */

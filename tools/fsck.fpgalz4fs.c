@@ -194,6 +194,26 @@ static int fk_check_fd(fk_state *s, int fd, chk_mode mode, chk_result *r)
     return rc;
 }
 
+/* The name was a regular file when the walk looked at it. Between then and the open it may
+ * have been replaced: a symlink is not followed (O_NOFOLLOW), a FIFO does not block the open
+ * (O_NONBLOCK), and anything but the listed file is refused (ESTALE), so that a repair run by
+ * root writes into nothing but the store's own file. */
+static int fk_open_file(int dirfd, const char *name, const struct stat *st, int writable)
+{
+    struct stat now;
+    int fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK |
+                    O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) || now.st_dev != st->st_dev ||
+        now.st_ino != st->st_ino) {
+        close(fd);
+        errno = ESTALE;
+        return -1;
+    }
+    return fd;
+}
+
 static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
                    const struct stat *st)
 {
@@ -211,11 +231,11 @@ static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
     if (fk_seen(s, st))
         return 0;
     int writable = s->mode != CHK_CHECK || s->ask;
-    int fd = openat(dirfd, name, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_NOCTTY |
-                    O_CLOEXEC);
+    int fd = fk_open_file(dirfd, name, st, writable);
     if (fd < 0) {
         fk_bar_clear(s);
-        printf("%s/%s: cannot open: %s\n", s->o->dir, rel, strerror(errno));
+        printf("%s/%s: cannot open: %s\n", s->o->dir, rel,
+               errno == ESTALE ? "no longer the file that was listed" : strerror(errno));
         s->failed++, s->status |= FK_OPERATIONAL;
         return 0;
     }

@@ -137,7 +137,7 @@ static int mk_scan(int dirfd, mk_contents *c)
             c->has_sb = 1;
         /* .fpgalz4fs.tmp is our own leftover from a superblock write cut short by a crash */
         else if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "lost+found") &&
-                 strcmp(n, SB_FILE_NAME ".tmp") && !c->other[0])
+                 strcmp(n, SB_TMP_NAME) && !c->other[0])
             snprintf(c->other, sizeof(c->other), "%s", n);
     }
     int saved = errno;
@@ -385,10 +385,15 @@ static int mk_same_file(const struct stat *a, const struct stat *b)
            a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
-/* Writes the converted copy of src into the temporary tmp; -errno on failure. */
+/* Writes the converted copy of src into the temporary tmp; -errno on failure. Whatever has
+ * the temporary's name (a leftover the survey did not remove because it is no regular file,
+ * such as a symlink someone planted to make root write elsewhere) is unlinked, which never
+ * follows it, and the temporary is made afresh with O_EXCL | O_NOFOLLOW. */
 static int mk_convert_into(mk_conv *c, int dirfd, const char *tmp, const char *rel, int src,
                            const struct stat *st, uint64_t *stored)
 {
+    if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
+        return -errno;
     int out = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return -errno;

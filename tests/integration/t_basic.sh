@@ -1,8 +1,9 @@
 #!/bin/bash
 # t_basic: copy trees of files of edge sizes and kinds in and out of a mount, with cp -a,
 # cat and diff -r; every backing file decodes with the stock lz4 to the logical content; all
-# of it survives an unmount and a mount. Block sizes 64K and 1M. Also the Linux source tree
-# when /usr/src/linux-source-6.1.tar.xz is installed.
+# of it survives an unmount and a mount. Block sizes 64K and 1M. The daemon raises its soft
+# limit of open files to the hard limit. Also the Linux source tree when
+# /usr/src/linux-source-6.1.tar.xz is installed.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -122,6 +123,30 @@ for bs in 64K 1M; do
     check "[$bs] rm -r removed the backing files" test ! -e "$BACKING/files2"
     check "[$bs] unmount at the end" umount_store
 done
+
+# ---- the descriptor limit: every open file of the mount holds a backing descriptor, so the
+# daemon raises its soft RLIMIT_NOFILE to the hard limit (a soft limit below it is set here
+# for the daemon to inherit, as a login shell or a service manager would give it)
+nofile_limits() { awk '/^Max open files/ { print $4, $5 }' "/proc/$1/limits"; }
+BACKING="$WS/backing-nofile"
+MNT="$WS/mnt-nofile"
+BLOCK_SIZE=1M
+mkdir -p "$BACKING" "$MNT"
+hard=$(ulimit -Hn)
+soft=$(ulimit -Sn)
+low=256
+[ "$hard" != unlimited ] && [ "$hard" -le "$low" ] && low=$((hard / 2))
+ulimit -Sn "$low"
+check "[nofile] mount with a soft limit of $low (hard $hard)" mount_store
+mounted=$?
+ulimit -Sn "$soft"
+if [ $mounted = 0 ]; then
+    lim=$(nofile_limits "$DAEMON_PID")
+    say "    daemon's Max open files (soft hard): $lim"
+    check "[nofile] the daemon's soft limit is its hard limit" test -n "$lim" -a "${lim% *}" = "${lim#* }"
+    check "[nofile] the log names the limit" grep -q "open files: limit" "$(last_log)"
+    check "[nofile] unmount" umount_store
+fi
 
 # ---- the Linux source tree
 TARBALL=/usr/src/linux-source-6.1.tar.xz

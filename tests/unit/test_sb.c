@@ -394,8 +394,7 @@ static void test_read_io_error(void **state)
     scratch *s = *state;
     sb_super sb;
     assert_int_equal(mkdirat(s->fd, SB_FILE_NAME, 0755), 0);
-    assert_int_equal(sb_read(s->fd, &sb), SB_ERR_IO);
-    assert_int_equal(errno, EISDIR);
+    assert_int_equal(sb_read(s->fd, &sb), SB_ERR_NOT_REGULAR);
     assert_int_equal(unlinkat(s->fd, SB_FILE_NAME, AT_REMOVEDIR), 0);
     assert_int_equal(sb_read(-1, &sb), SB_ERR_IO);
     assert_int_equal(errno, EBADF);
@@ -423,9 +422,83 @@ static void test_lock(void **state)
     close(b);
 }
 
+/* The content of a file, or "" when it cannot be read. */
+static const char *file_text(int dirfd, const char *name, char *buf, size_t cap)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? 0 : read(fd, buf, cap - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+    return buf;
+}
+
+/* A user who could write the top of the store plants the superblock's temporary as a symlink
+ * to root's file (or to a name that does not exist yet): the next write must go around it. */
+static void test_write_planted_tmp(void **state)
+{
+    scratch *s = *state;
+    sb_super in, out;
+    char buf[256];
+    struct stat st;
+    write_file(s->fd, "victim", "root's file\n", 12);
+    assert_int_equal(symlinkat("victim", s->fd, SB_TMP_NAME), 0);
+    assert_int_equal(sb_init(&in, 1u << 20), SB_OK);
+    assert_int_equal(sb_write(s->fd, &in), SB_OK);
+    assert_string_equal(file_text(s->fd, "victim", buf, sizeof(buf)), "root's file\n");
+    assert_int_equal(sb_read(s->fd, &out), SB_OK);
+    assert_memory_equal(&in, &out, sizeof(in));
+    assert_int_equal(fstatat(s->fd, SB_TMP_NAME, &st, AT_SYMLINK_NOFOLLOW), -1);
+
+    assert_int_equal(symlinkat("created", s->fd, SB_TMP_NAME), 0);   /* dangling */
+    assert_int_equal(sb_write(s->fd, &in), SB_OK);
+    assert_int_equal(fstatat(s->fd, "created", &st, AT_SYMLINK_NOFOLLOW), -1);
+}
+
+/* A superblock that is a symlink (to a file holding a valid superblock, even) or a FIFO is
+ * neither read, locked nor replaced. */
+static void test_super_not_regular(void **state)
+{
+    scratch *s = *state;
+    sb_super in, out;
+    char text[SB_MAX_TEXT], buf[SB_MAX_TEXT];
+    int fd = -1;
+    struct stat st;
+    assert_int_equal(sb_init(&in, 1u << 20), SB_OK);
+    size_t len = sb_format(&in, text, sizeof(text));
+    write_file(s->fd, "victim", text, len);
+    assert_int_equal(symlinkat("victim", s->fd, SB_FILE_NAME), 0);
+    assert_int_equal(sb_read(s->fd, &out), SB_ERR_NOT_REGULAR);
+    assert_int_equal(sb_lock(s->fd, &fd), SB_ERR_NOT_REGULAR);
+    assert_int_equal(fd, -1);
+    assert_int_equal(sb_init(&out, 64u << 10), SB_OK);
+    assert_int_equal(sb_write(s->fd, &out), SB_ERR_NOT_REGULAR);
+    assert_int_equal(fstatat(s->fd, SB_FILE_NAME, &st, AT_SYMLINK_NOFOLLOW), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    text[len] = '\0';
+    assert_string_equal(file_text(s->fd, "victim", buf, sizeof(buf)), text);
+
+    assert_int_equal(unlinkat(s->fd, SB_FILE_NAME, 0), 0);
+    assert_int_equal(mkfifoat(s->fd, SB_FILE_NAME, 0644), 0);   /* would block a plain open */
+    assert_int_equal(sb_read(s->fd, &out), SB_ERR_NOT_REGULAR);
+    assert_int_equal(sb_lock(s->fd, &fd), SB_ERR_NOT_REGULAR);
+}
+
+static void test_reserved_names(void **state)
+{
+    assert_true(sb_is_reserved_name(SB_FILE_NAME));
+    assert_true(sb_is_reserved_name(SB_TMP_NAME));
+    assert_true(sb_is_reserved_name(".fpgalz4fs-convert.1f.tmp"));
+    assert_true(sb_is_reserved_name(".fpgalz4fsX"));
+    assert_false(sb_is_reserved_name(".fpgalz4f"));
+    assert_false(sb_is_reserved_name("fpgalz4fs"));
+    assert_false(sb_is_reserved_name("x.fpgalz4fs"));
+    assert_false(sb_is_reserved_name(""));
+}
+
 static void test_error_names(void **state)
 {
-    for (int e = SB_OK; e <= SB_ERR_LOCKED; e++) {
+    for (int e = SB_OK; e <= SB_ERR_NOT_REGULAR; e++) {
         const char *name = sb_error_name((sb_error)e);
         assert_non_null(name);
         assert_true(strlen(name) > 0);
@@ -457,6 +530,9 @@ int main(void)
         SCRATCH_TEST(test_read_errors),
         SCRATCH_TEST(test_read_io_error),
         SCRATCH_TEST(test_lock),
+        SCRATCH_TEST(test_write_planted_tmp),
+        SCRATCH_TEST(test_super_not_regular),
+        cmocka_unit_test(test_reserved_names),
         cmocka_unit_test(test_error_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
