@@ -3,8 +3,9 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 liblz4-dev lz4 libxxhash-dev xxhash
       libcmocka-dev attr python3 util-linux psmisc xz-utils)
-# the benchmark driver's rivals and its plot: random I/O (fio), gnuplot without X
-pkgs+=(fio gnuplot-nox)
+# the benchmark driver's rivals and its plot: random I/O (fio), gnuplot without X; the
+# workloads' SQLite transactions (the sqlite3 shell)
+pkgs+=(fio gnuplot-nox sqlite3)
 # the man pages are checked with man -l and man -w (packaging/, t_package)
 pkgs+=(man-db)
 # the XRT backend plugin and its tests under XRT's noop shim (libxrt-dev brings libxrt1 with

@@ -40,6 +40,34 @@ int bn_write_out(const char *dir, const char *name, const void *ctx,
  * and returns 0 when gnuplot is missing (the plot is optional), -1 when gnuplot fails. */
 int bn_plot(const char *dir, const char *stem, const void *ctx,
             void (*fill)(FILE *, const void *, const char *));
+/* OUT (BN_PATH bytes) = DIR/NAME; exits when it does not fit (the exit handler cleans up). */
+void bn_path(char *out, const char *dir, const char *name);
+off_t bn_size(const char *path);       /* st_size, or -1 */
+int bn_rm_rf(const char *path);        /* rm -rf --one-file-system */
+int bn_fail(const char *what, const char *path);   /* prints "WHAT: PATH"; -1 */
+/* lz4's -B option for a store block size (-B4 64K, -B5 256K, -B6 1M, -B7 4M). */
+const char *bn_lz4_bsize(uint32_t block);
+
+/* One rival of one row, its rounds. */
+typedef struct {
+    const char *row, *rival, *unit;
+    double secs[BN_MAX_ROUNDS], rate[BN_MAX_ROUNDS];
+    unsigned n;
+    double median;                     /* of the rates */
+    const char *skip;                  /* why the row was not measured */
+} bn_series;
+
+/* One target with its verdict, for fs.md, targets.csv and the plot. */
+typedef struct {
+    const char *name;                  /* the SPEC.md target */
+    double measured, required;
+    int at_most;                       /* measured must be <= required (else >=) */
+    const char *unit;
+    const char *skip;                  /* not measured, and why */
+    const char *tag;                   /* short name for the plot */
+} bn_target;
+
+#define BN_MAX_TARGETS 64
 
 /* ---- bench_proc.c ---- */
 
@@ -56,10 +84,15 @@ typedef struct {
 
 /* Starts DAEMON BACKING MNT -f -o OPTS,log=LOG and returns once the mount is up. */
 int bn_mount_up(bn_mount *m, const char *daemon, const char *opts);
+/* Starts a libfuse example, PROG MNT -f -o OPTS (no BACKING argument, no log= option; its
+ * stderr goes to m->log), and returns once the mount is up. */
+int bn_mount_up_rival(bn_mount *m, const char *prog, const char *opts);
 /* fusermount3 -u, then waits for the daemon to exit (it commits everything first). */
 int bn_mount_down(bn_mount *m);
 /* Peak and current RSS of the daemon (VmHWM, VmRSS of /proc/PID/status), KiB; -1 if none. */
 long bn_vm_kib(pid_t pid, const char *key);
+/* write_bytes of /proc/PID/io (bytes this process made the kernel write to storage); -1. */
+long long bn_io_write_bytes(pid_t pid);
 
 /* A fresh ext4 in a sparse image file, loop-mounted (root only): a filesystem with no
  * history, so rounds that create many inodes do not pay for the ones deleted before. */
@@ -117,9 +150,32 @@ typedef struct {
 int bn_engine_main(int argc, char **argv);
 int bn_engine_run(int argc, char **argv, bn_engine_summary *sum);
 
+/* ---- bench_wl.c ---- */
+
+/* The workloads part: SQLite, appends, fio, edits, holes and the daemon's write_bytes on
+ * fpgalz4fs (the store's block size and 64K), passthrough_ll and plain ext4. */
+typedef struct {
+    const char *work, *daemon, *mkfs;  /* the run's work directory; the binaries */
+    const char *big;                   /* the large file: the write_bytes row's data */
+    off_t big_len;
+    const char *pt_src;                /* passthrough_ll.c; NULL: libfuse3-dev's example */
+    uint32_t block;                    /* the main store's block size */
+    unsigned rounds, ops, edits, file_mib, fio_secs, hole_gb;
+} bn_wl_cfg;
+
+typedef struct bn_wl bn_wl;
+
+/* Runs every workload; *out is set even on failure (free it). 0, or -1 when the part could
+ * not start; a workload that failed on a rival is recorded and counted by bn_wl_failures. */
+int bn_wl_run(const bn_wl_cfg *c, bn_wl **out);
+int bn_wl_failures(const bn_wl *w);
+size_t bn_wl_targets(const bn_wl *w, bn_target *t, size_t cap);
+void bn_wl_report(FILE *f, const bn_wl *w);   /* the sections of fs.md */
+void bn_wl_csv(FILE *f, const bn_wl *w);      /* the rows of fs.csv, no header */
+
 /* ---- bench_fs.c ---- */
 
 int bn_fs_main(int argc, char **argv);  /* argv[0]: write, read, small, random, size, rss,
-                                           fs or all */
+                                           workloads, fs or all */
 
 #endif

@@ -23,24 +23,25 @@
 #include <unistd.h>
 
 #define BN_FS_USAGE                                                                        \
-    "usage: " BN_NAME " all|fs|write|read|small|random|size|rss [--results DIR] "          \
+    "usage: " BN_NAME " all|fs|write|read|small|random|size|rss|workloads [--results DIR] " \
     "[--rounds N] [--quick] [--mb N] [--block 64K|256K|1M|4M] [--synthetic] [--tree DIR] " \
     "[--tree-files N] [--workdir DIR] [--fio-secs S] [--fio-mb N] [--writers N] "         \
-    "[--writer-mb N] [--mem-mb N] [--overhead-mb N] [--engine-mb N]"
+    "[--writer-mb N] [--mem-mb N] [--overhead-mb N] [--engine-mb N] [--wl-ops N] "        \
+    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--passthrough-src FILE]"
 
 #define BN_LINUX_TOP "linux-source-6.1"
 #define BN_IO_CHUNK (128u * 1024u)
 
 enum {
     BN_P_WRITE = 1, BN_P_READ = 2, BN_P_SMALL = 4, BN_P_RANDOM = 8, BN_P_SIZE = 16,
-    BN_P_RSS = 32, BN_P_ENGINE = 64, BN_P_FS = 63, BN_P_ALL = 127,
+    BN_P_RSS = 32, BN_P_ENGINE = 64, BN_P_WL = 128, BN_P_FS = 63, BN_P_ALL = 255,
 };
 
 typedef struct {
     unsigned parts;
     const char *mode;
     const char *results;
-    unsigned rounds;
+    unsigned rounds, wl_rounds;        /* wl_rounds: the workloads part's */
     int quick;
     size_t mib;                        /* the large file */
     uint32_t block;
@@ -51,6 +52,8 @@ typedef struct {
     unsigned fio_secs, fio_mib;
     unsigned writers, writer_mib, mem_mb, overhead_mb;
     size_t engine_mib;
+    unsigned wl_ops, wl_edits, wl_mib, hole_gb;
+    const char *pt_src;
 } bn_fopts;
 
 /* One rival of one row, its rounds. */
@@ -59,14 +62,6 @@ enum {
     BN_S_C_MNT, BN_S_C_PLAIN, BN_S_RW_MNT, BN_S_RW_PLAIN, BN_S_RR_MNT, BN_S_RR_PLAIN,
     BN_S_W100, BN_N_SERIES,
 };
-
-typedef struct {
-    const char *row, *rival, *unit;
-    double secs[BN_MAX_ROUNDS], rate[BN_MAX_ROUNDS];
-    unsigned n;
-    double median;                     /* of the rates */
-    const char *skip;                  /* why the row was not measured */
-} bn_series;
 
 static const struct { const char *row, *rival, *unit; } bn_labels[BN_N_SERIES] = {
     [BN_S_W_MNT] = {"write", "cp into the mount", "MB/s"},
@@ -104,6 +99,7 @@ typedef struct {
     long rss_write_kib, rss_idle_kib, rss_writers_kib;
     const char *rss_skip;
     bn_engine_summary eng;
+    bn_wl *wl;                         /* the workloads part, when it ran */
     double load[2];
     double t_start;
 } bn_fs;
@@ -136,7 +132,18 @@ static void bn_fs_help(void)
            "  --writer-mb N     MiB each writer writes (default 4; quick 1)\n"
            "  --mem-mb N        mem_mb of the memory row's mount (default 64)\n"
            "  --overhead-mb N   fixed overhead allowed above mem_mb (default 64)\n"
-           "  --engine-mb N     corpus of the engine part of `all` (default 256; quick 8)\n");
+           "  --engine-mb N     corpus of the engine part of `all` (default 256; quick 8)\n"
+           "\nworkloads (also in `all`): SQLite one-row transactions (journal_mode DELETE and\n"
+           "WAL), `>>` appends, fsync'd appends, fio 4K random writes (without fsync and with\n"
+           "--fsync=32), small edits, a hole and the daemon's write_bytes for a 10-byte\n"
+           "overwrite of the --mb file, on fpgalz4fs (engine=sw; --block and 64K), libfuse's\n"
+           "passthrough_ll (compiled from libfuse3-dev's example) and plain ext4; as root each\n"
+           "run on a fresh ext4 (loop). Rounds: --rounds, else 2 (quick 1).\n"
+           "  --wl-ops N        transactions and appends per run (default 2000; quick 50)\n"
+           "  --wl-edits N      10-byte edits per run (default 100; quick 10)\n"
+           "  --wl-mb N         the fio and edits file, MiB (default 32; quick 4)\n"
+           "  --hole-gb N       size of the hole, GiB (default 100; quick 1)\n"
+           "  --passthrough-src FILE  passthrough_ll.c (default: libfuse3-dev's example)\n");
 }
 
 static int bn_fs_uint(const char *arg, double lo, double hi, unsigned *out, const char *what)
@@ -155,6 +162,11 @@ static int bn_fs_opt(int c, const char *arg, bn_fopts *o)
     switch (c) {
     case 'o': o->results = arg; return BN_CONTINUE;
     case 'r': return bn_fs_uint(arg, 1, BN_MAX_ROUNDS, &o->rounds, "bad --rounds (1..100)");
+    case 'T': return bn_fs_uint(arg, 1, 1e6, &o->wl_ops, "bad --wl-ops (1..1000000)");
+    case 'e': return bn_fs_uint(arg, 1, 1e6, &o->wl_edits, "bad --wl-edits (1..1000000)");
+    case 'X': return bn_fs_uint(arg, 1, 1 << 16, &o->wl_mib, "bad --wl-mb (1..65536)");
+    case 'H': return bn_fs_uint(arg, 1, 1 << 20, &o->hole_gb, "bad --hole-gb (1..1048576)");
+    case 'P': o->pt_src = arg; return BN_CONTINUE;
     case 'q': o->quick = 1; return BN_CONTINUE;
     case 'm':
         rc = bn_fs_uint(arg, 1, 1 << 16, &u, "bad --mb (MiB, 1..65536)");
@@ -188,6 +200,7 @@ static unsigned bn_fs_parts(const char *mode)
     static const struct { const char *name; unsigned parts; } map[] = {
         {"all", BN_P_ALL}, {"fs", BN_P_FS}, {"write", BN_P_WRITE}, {"read", BN_P_READ},
         {"small", BN_P_SMALL}, {"random", BN_P_RANDOM}, {"size", BN_P_SIZE}, {"rss", BN_P_RSS},
+        {"workloads", BN_P_WL},
     };
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (!strcmp(mode, map[i].name))
@@ -201,8 +214,17 @@ static void bn_fs_defaults(bn_fopts *o)
     const char *tmp = getenv("TMPDIR");
     if (!o->mib)
         o->mib = o->quick ? 8 : 256;
+    o->wl_rounds = o->rounds ? o->rounds : o->quick ? 1 : 2;
     if (!o->rounds)
         o->rounds = o->quick ? 1 : 3;
+    if (!o->wl_ops)
+        o->wl_ops = o->quick ? 50 : 2000;
+    if (!o->wl_edits)
+        o->wl_edits = o->quick ? 10 : 100;
+    if (!o->wl_mib)
+        o->wl_mib = o->quick ? 4 : 32;
+    if (!o->hole_gb)
+        o->hole_gb = o->quick ? 1 : 100;
     if (!o->tree_files)
         o->tree_files = o->quick ? 300 : 20000;
     if (!o->fio_secs)
@@ -230,6 +252,9 @@ static int bn_fs_args(int argc, char **argv, bn_fopts *o)
         {"writer-mb", required_argument, NULL, 'S'}, {"mem-mb", required_argument, NULL, 'R'},
         {"overhead-mb", required_argument, NULL, 'O'},
         {"engine-mb", required_argument, NULL, 'E'}, {"help", no_argument, NULL, 'h'},
+        {"wl-ops", required_argument, NULL, 'T'},  {"wl-edits", required_argument, NULL, 'e'},
+        {"wl-mb", required_argument, NULL, 'X'},   {"hole-gb", required_argument, NULL, 'H'},
+        {"passthrough-src", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     *o = (bn_fopts){.mode = argv[0], .parts = bn_fs_parts(argv[0]), .block = 1u << 20,
@@ -250,14 +275,6 @@ static int bn_fs_args(int argc, char **argv, bn_fopts *o)
 }
 
 /* ---- small helpers ---- */
-
-static void bn_path(char *out, const char *dir, const char *name)
-{
-    if (snprintf(out, BN_PATH, "%s/%s", dir, name) >= BN_PATH) {
-        fprintf(stderr, BN_NAME ": path too long: %s/%s\n", dir, name);
-        exit(BN_EXIT_FAIL);        /* the exit handler unmounts and cleans up */
-    }
-}
 
 /* Reads PATH to its end: puts it in the page cache before a timed command. */
 static int bn_warm(const char *path)
@@ -280,24 +297,6 @@ static void bn_drop(const char *path)
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         close(fd);
     }
-}
-
-static off_t bn_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? st.st_size : -1;
-}
-
-static int bn_rm_rf(const char *path)
-{
-    char *argv[] = {"rm", "-rf", "--one-file-system", (char *)path, NULL};
-    return bn_run(argv, NULL, NULL);
-}
-
-static int bn_fail(const char *what, const char *path)
-{
-    fprintf(stderr, BN_NAME ": %s%s%s\n", what, path ? ": " : "", path ? path : "");
-    return -1;
 }
 
 /* Times argv once and records it in series k (work: bytes or files per round). */
@@ -452,14 +451,6 @@ static int bn_lz4_same(const char *backing_file, const char *src)
 }
 
 /* ---- write: cp into the mount, lz4 -1 into the backing fs, cp into a plain directory ---- */
-
-/* lz4's predefined block sizes: -B4 64K, -B5 256K, -B6 1M, -B7 4M; block checksums on and
- * the content checksum off, as the store's frames are. */
-static const char *bn_lz4_bsize(uint32_t block)
-{
-    return block == 64u * 1024u ? "-B4" : block == 256u * 1024u ? "-B5"
-           : block == BN_MIB    ? "-B6" : "-B7";
-}
 
 static int bn_write_round(bn_fs *b, char *dst_mnt, char *dst_lz4, char *dst_plain)
 {
@@ -878,6 +869,18 @@ static int bn_part_rss(bn_fs *b)
     return rc;
 }
 
+/* ---- workloads: bench_wl.c, on this run's work directory and large file ---- */
+
+static int bn_part_wl(bn_fs *b)
+{
+    bn_wl_cfg c = {.work = b->work, .daemon = b->daemon, .mkfs = b->mkfs, .big = b->big,
+                   .big_len = b->big_len, .pt_src = b->o.pt_src, .block = b->o.block,
+                   .rounds = b->o.wl_rounds, .ops = b->o.wl_ops, .edits = b->o.wl_edits,
+                   .file_mib = b->o.wl_mib, .fio_secs = b->o.fio_secs,
+                   .hole_gb = b->o.hole_gb};
+    return bn_wl_run(&c, &b->wl);
+}
+
 /* ---- engine (all only) ---- */
 
 static int bn_part_engine(bn_fs *b)
@@ -895,16 +898,7 @@ static int bn_part_engine(bn_fs *b)
 
 /* ---- the report ---- */
 
-typedef struct {
-    const char *name;                  /* the SPEC.md target */
-    double measured, required;
-    int at_most;                       /* measured must be <= required (else >=) */
-    const char *unit;
-    const char *skip;                  /* not measured, and why */
-    const char *tag;                   /* short name for the plot */
-} bn_target;
-
-#define BN_N_TARGETS 8
+#define BN_N_TARGETS 8                 /* SPEC.md's; the workloads part adds its own */
 
 static double bn_med(const bn_fs *b, int k)
 {
@@ -954,7 +948,10 @@ static size_t bn_targets(const bn_fs *b, bn_target *t)
     t[7] = (bn_target){"engine: card+software / the better alone (1 pool thread)",
                        best > 0 ? b->eng.mixed1_mbps / best : 0, 1.0, 0, "x", t[6].skip,
                        "card+sw vs alone"};
-    return BN_N_TARGETS;
+    if (!b->wl)
+        return BN_N_TARGETS;
+    return BN_N_TARGETS + bn_wl_targets(b->wl, t + BN_N_TARGETS,
+                                        BN_MAX_TARGETS - BN_N_TARGETS);
 }
 
 static int bn_met(const bn_target *t)
@@ -974,7 +971,7 @@ static void bn_fmt_value(char *out, size_t cap, double v, const char *unit)
 
 static void bn_targets_table(FILE *f, const bn_fs *b)
 {
-    bn_target t[BN_N_TARGETS];
+    bn_target t[BN_MAX_TARGETS];
     size_t n = bn_targets(b, t);
     fprintf(f, "| target (SPEC.md \"Performance\") | measured | target | verdict |\n"
                "| --- | ---: | ---: | --- |\n");
@@ -1073,6 +1070,8 @@ static void bn_fs_report(FILE *f, const void *ctx)
                 (long long)b->stored, (long long)b->lz4_size);
     fprintf(f, "\n### Side by side\n\n");
     bn_series_table(f, b);
+    if (b->wl)
+        bn_wl_report(f, b->wl);
     fprintf(f, "\n### Targets\n\n");
     bn_targets_table(f, b);
     fprintf(f, "\nRun time %.0f s.\n", bn_clock(CLOCK_MONOTONIC) - b->t_start);
@@ -1086,11 +1085,13 @@ static void bn_fs_csv(FILE *f, const void *ctx)
         for (unsigned i = 0; i < b->s[k].n; i++)
             fprintf(f, "\"%s\",\"%s\",%u,%.6f,%.3f,%s\n", b->s[k].row, b->s[k].rival, i + 1,
                     b->s[k].secs[i], b->s[k].rate[i], b->s[k].unit);
+    if (b->wl)
+        bn_wl_csv(f, b->wl);
 }
 
 static void bn_targets_csv(FILE *f, const void *ctx)
 {
-    bn_target t[BN_N_TARGETS];
+    bn_target t[BN_MAX_TARGETS];
     size_t n = bn_targets(ctx, t);
     fprintf(f, "target,measured,required,comparison,unit,verdict\n");
     for (size_t i = 0; i < n; i++) {
@@ -1106,14 +1107,17 @@ static void bn_targets_csv(FILE *f, const void *ctx)
 /* One bar per target: the measured share of the target (1 = just met), capped at 3. */
 static void bn_fs_gp(FILE *f, const void *ctx, const char *png)
 {
-    bn_target t[BN_N_TARGETS];
+    bn_target t[BN_MAX_TARGETS];
     size_t n = bn_targets(ctx, t);
-    fprintf(f, "set terminal png size 1024,600\nset output '%s'\n"
-               "set title 'fpgalz4fs against SPEC.md targets (1.0 = target just met; higher "
+    /* wider with the workloads' targets, their names turned to fit */
+    fprintf(f, "set terminal png size %zu,%d\nset output '%s'\n"
+               "set title 'fpgalz4fs against its targets (1.0 = target just met; higher "
                "is better; capped at 3)'\nset style data histograms\n"
                "set style fill solid 0.8 border -1\nset yrange [0:3]\nset grid ytics\n"
-               "set xtics scale 0 font ',10'\nset bmargin 6\nset key off\n"
-               "$d << EOD\n", png);
+               "set xtics scale 0 font ',10'%s\nset bmargin %d\nset key off\n"
+               "$d << EOD\n", n > BN_N_TARGETS ? 200 + 36 * n : 1024,
+            n > BN_N_TARGETS ? 760 : 600, png, n > BN_N_TARGETS ? " rotate by -60" : "",
+            n > BN_N_TARGETS ? 14 : 6);
     for (size_t i = 0; i < n; i++) {
         double share = 0;
         if (!t[i].skip && t[i].measured > 0)
@@ -1145,7 +1149,7 @@ static int bn_fs_parts_run(bn_fs *b)
     static const struct { unsigned part; int (*run)(bn_fs *); } steps[] = {
         {BN_P_WRITE | BN_P_SIZE, bn_part_write_size}, {BN_P_READ, bn_part_read},
         {BN_P_SMALL, bn_part_small},             {BN_P_RANDOM, bn_part_random},
-        {BN_P_RSS, bn_part_rss},
+        {BN_P_RSS, bn_part_rss},                 {BN_P_WL, bn_part_wl},
     };
     if (bn_prep_big(b) != 0 || ((b->o.parts & BN_P_SMALL) && bn_prep_tree(b) != 0))
         return -1;
@@ -1201,5 +1205,12 @@ int bn_fs_main(int argc, char **argv)
         b.load[1] = -1;
     bn_fs_report(stdout, &b);
     fflush(stdout);
-    return bn_fs_outputs(&b);
+    rc = bn_fs_outputs(&b);
+    if (b.wl && bn_wl_failures(b.wl)) {
+        fprintf(stderr, BN_NAME ": %d workload run(s) FAILED; see the tables\n",
+                bn_wl_failures(b.wl));
+        rc = BN_EXIT_FAIL;
+    }
+    free(b.wl);
+    return rc;
 }

@@ -249,28 +249,29 @@ static void bn_log_tail(const char *log)
     bn_sh(cmd);
 }
 
-int bn_mount_up(bn_mount *m, const char *daemon, const char *opts)
+/* Spawns argv (stdout to /dev/null; stderr to m->log when err_to_log, else inherited),
+ * registered for clean-up, and waits for the mount to appear on m->mnt. */
+static int bn_mount_spawn(bn_mount *m, char *const argv[], int err_to_log, const char *opts)
 {
-    char o[BN_PATH + 512];
-    snprintf(o, sizeof(o), "%s%slog=%s", opts ? opts : "", opts && *opts ? "," : "", m->log);
-    char *argv[] = {(char *)daemon, m->backing, m->mnt, "-f", "-o", o, NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (err_to_log)
+        posix_spawn_file_actions_addopen(&fa, 2, m->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     bn_cleanup_mount(m);
-    int rc = bn_spawn(daemon, argv, &fa, 0, &m->pid, NULL);
+    int rc = bn_spawn(argv[0], argv, &fa, 0, &m->pid, NULL);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
-        fprintf(stderr, BN_NAME ": cannot start %s: %s\n", daemon, strerror(rc));
+        fprintf(stderr, BN_NAME ": cannot start %s: %s\n", argv[0], strerror(rc));
         return -1;
     }
     for (double t0 = bn_clock(CLOCK_MONOTONIC); !bn_is_mounted(m->mnt);) {
         int st;
         if (waitpid(m->pid, &st, WNOHANG) == m->pid ||
             bn_clock(CLOCK_MONOTONIC) - t0 > BN_MOUNT_WAIT_S) {
-            fprintf(stderr, BN_NAME ": the daemon did not mount %s (opts %s); its log:\n",
-                    m->mnt, o);
+            fprintf(stderr, BN_NAME ": %s did not mount %s (opts %s); its log:\n", argv[0],
+                    m->mnt, opts);
             bn_log_tail(m->log);
             bn_cleanup_one(m);
             return -1;
@@ -278,6 +279,20 @@ int bn_mount_up(bn_mount *m, const char *daemon, const char *opts)
         usleep(10000);
     }
     return 0;
+}
+
+int bn_mount_up(bn_mount *m, const char *daemon, const char *opts)
+{
+    char o[BN_PATH + 512];
+    snprintf(o, sizeof(o), "%s%slog=%s", opts ? opts : "", opts && *opts ? "," : "", m->log);
+    char *argv[] = {(char *)daemon, m->backing, m->mnt, "-f", "-o", o, NULL};
+    return bn_mount_spawn(m, argv, 0, o);
+}
+
+int bn_mount_up_rival(bn_mount *m, const char *prog, const char *opts)
+{
+    char *argv[] = {(char *)prog, m->mnt, "-f", "-o", (char *)opts, NULL};
+    return bn_mount_spawn(m, argv, 1, opts);
 }
 
 int bn_mount_down(bn_mount *m)
@@ -299,6 +314,23 @@ int bn_mount_down(bn_mount *m)
     fprintf(stderr, BN_NAME ": %s did not unmount cleanly; forcing it\n", m->mnt);
     bn_cleanup_one(m);
     return -1;
+}
+
+long long bn_io_write_bytes(pid_t pid)
+{
+    char path[64], line[256];
+    long long v = -1;
+    snprintf(path, sizeof(path), "/proc/%ld/io", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "write_bytes:", 12)) {
+            v = strtoll(line + 12, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
 }
 
 long bn_vm_kib(pid_t pid, const char *key)

@@ -137,3 +137,39 @@ int bn_plot(const char *dir, const char *stem, const void *ctx,
     printf("wrote %s (script %s)\n", png, gp);
     return 0;
 }
+
+/* ---- small file helpers shared by the filesystem modes ---- */
+
+void bn_path(char *out, const char *dir, const char *name)
+{
+    if (snprintf(out, BN_PATH, "%s/%s", dir, name) >= BN_PATH) {
+        fprintf(stderr, BN_NAME ": path too long: %s/%s\n", dir, name);
+        exit(BN_EXIT_FAIL);        /* the exit handler unmounts and cleans up */
+    }
+}
+
+off_t bn_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+int bn_rm_rf(const char *path)
+{
+    char *argv[] = {"rm", "-rf", "--one-file-system", (char *)path, NULL};
+    return bn_run(argv, NULL, NULL);
+}
+
+int bn_fail(const char *what, const char *path)
+{
+    fprintf(stderr, BN_NAME ": %s%s%s\n", what, path ? ": " : "", path ? path : "");
+    return -1;
+}
+
+/* lz4's predefined block sizes: -B4 64K, -B5 256K, -B6 1M, -B7 4M; block checksums on and
+ * the content checksum off, as the store's frames are. */
+const char *bn_lz4_bsize(uint32_t block)
+{
+    return block == 64u * 1024u ? "-B4" : block == 256u * 1024u ? "-B5"
+           : block == BN_MIB    ? "-B6" : "-B7";
+}

@@ -3,8 +3,9 @@
  *
  * The modes sit in one table: `engine` (bench_engine.c) times the compression engine alone;
  * the filesystem modes (bench_fs.c) run fpgalz4fs and its rivals side by side on real
- * mounts; `all` runs every filesystem row and then the engine, and checks each target of
- * SPEC.md "Performance". */
+ * mounts (`workloads`, bench_wl.c, adds application-shaped writes against libfuse's
+ * passthrough_ll); `all` runs every filesystem row, the workloads and then the engine, and
+ * checks each target of SPEC.md "Performance" and of the workloads. */
 #include "bench.h"
 
 #include <string.h>
@@ -27,6 +28,8 @@ static const bn_mode bn_modes[] = {
     {"random", bn_fs_main, "fio random 4 KiB reads and writes, mount against plain"},
     {"size", bn_fs_main, "stored size against lz4 -1 at the same block size"},
     {"rss", bn_fs_main, "the daemon's peak RSS, with N concurrent writers"},
+    {"workloads", bn_fs_main, "SQLite, appends, fio, edits, holes: fpgalz4fs, passthrough_ll, "
+                              "ext4"},
     {"engine", bn_engine_main, "the compression engine alone: software, emulated card, both"},
 };
 
@@ -37,7 +40,7 @@ static void bn_help(void)
     printf(BN_USAGE "\nMeasures fpgalz4fs against its rivals and prints tables; speed targets "
                     "live here.\n\nmodes:\n");
     for (size_t i = 0; i < BN_N_MODES; i++)
-        printf("  %-10s %s\n", bn_modes[i].name, bn_modes[i].summary);
+        printf("  %-11s %s\n", bn_modes[i].name, bn_modes[i].summary);
     printf("\n  -h, --help   show this help\n  --version    show the version\n");
 }
 

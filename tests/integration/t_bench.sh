@@ -10,7 +10,8 @@ RES="$WS/results"
 WORK="$WS/work"
 mkdir -p "$WORK"
 
-# Quick form of `all`: every row, the engine included, on a few MiB of generated data.
+# Quick form of `all`: every row, the workloads and the engine included, on a few MiB of
+# generated data.
 check "all --quick runs" "$BENCH" all --quick --synthetic --mb 4 --engine-mb 4 --writers 20 \
     --fio-mb 4 --results "$RES" --workdir "$WORK"
 
@@ -18,14 +19,17 @@ for f in fs.md fs.csv targets.csv engine.md engine.csv; do
     check "$f written" test -s "$RES/$f"
 done
 
-# The targets table: one row per SPEC.md target, each with a verdict.
+# The targets: SPEC.md's 8, and the workloads' 21 for each of the two fpgalz4fs stores (1M,
+# 64K): allocated and apparent size for 7 workloads, speed against passthrough_ll for 6, and
+# the daemon's write_bytes for a small overwrite.
+NTARGETS=$((8 + 2 * 21))
 targets_table_ok() {
     local rows
     rows=$(sed -n '/^### Targets/,$p' "$RES/fs.md" | grep -c '^| [a-z].* | \(met\|not met\|skipped: .*\) |$')
-    [ "$rows" -eq 8 ] || { echo "expected 8 target rows with a verdict, got $rows"; return 1; }
+    [ "$rows" -eq $NTARGETS ] || { echo "expected $NTARGETS target rows with a verdict, got $rows"; return 1; }
     grep -q '^| target (SPEC.md "Performance") | measured | target | verdict |$' "$RES/fs.md"
 }
-check "fs.md has the targets table, 8 rows with verdicts" targets_table_ok
+check "fs.md has the targets table, $NTARGETS rows with verdicts" targets_table_ok
 
 # Side by side: every write/read/small-files rival measured (fio rows may say skipped).
 side_by_side_ok() {
@@ -38,6 +42,22 @@ side_by_side_ok() {
 }
 check "fs.md has every side-by-side row with a median" side_by_side_ok
 
+# The workloads, side by side: each of the 7 rows has a number for all four rivals (fpgalz4fs
+# 1M and 64K, passthrough_ll, plain ext4 or a plain directory) and both ratios.
+workloads_ok() {
+    local rows
+    rows=$(sed -n '/^### Workloads$/,/^### Workloads: /p' "$RES/fs.md" |
+           grep -c '^| [^|]* | [A-Za-z/]* |\( [0-9][0-9.]* |\)\{4\}\( [0-9][0-9.]*x |\)\{2\}$')
+    [ "$rows" -eq 7 ] || { echo "expected 7 workload rows with every rival measured, got $rows"; return 1; }
+    grep -q '^| sqlite-wal | fpgalz4fs 64K | [0-9]* | [0-9]* | [0-9]* | [0-9]* | ' "$RES/fs.md" ||
+        { echo "no stored-size row"; return 1; }
+    grep -q '^| passthrough_ll | [0-9.]* s | [0-9]* | [0-9]* | - | [A-Z]* (as required) |$' \
+        "$RES/fs.md" || { echo "no holes row for passthrough_ll"; return 1; }
+    grep -q '^| fpgalz4fs 1M | [0-9]* | [0-9]* | [0-9]* | [0-9]* |$' "$RES/fs.md" ||
+        { echo "no write_bytes row"; return 1; }
+}
+check "fs.md has the workloads: speed, stored size, holes, write_bytes" workloads_ok
+
 # fs.csv: the header, then row,rival,round,seconds,rate,unit with positive numbers (RFC 4180
 # quoting: the labels hold commas).
 csv_ok() {
@@ -49,17 +69,18 @@ assert len(rows) >= 10, "only %d lines" % len(rows)
 for r in rows[1:]:
     assert len(r) == 6, r
     assert int(r[2]) >= 1 and float(r[3]) > 0 and float(r[4]) > 0, r
-    assert r[5] in ("MB/s", "files/s", "IOPS"), r
+    assert r[5] in ("MB/s", "files/s", "IOPS", "tx/s", "appends/s", "edits/s"), r
 PY
 }
 check "fs.csv well formed" csv_ok
 
 targets_csv_ok() {
-    python3 - "$RES/targets.csv" <<'PY'
+    python3 - "$RES/targets.csv" "$NTARGETS" <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1], newline="")))
 assert rows[0] == ["target", "measured", "required", "comparison", "unit", "verdict"], rows[0]
-assert len(rows) == 9, "%d targets, expected 8" % (len(rows) - 1)
+n = int(sys.argv[2])
+assert len(rows) == n + 1, "%d targets, expected %d" % (len(rows) - 1, n)
 for r in rows[1:]:
     assert len(r) == 6 and r[3] in ("<=", ">=") and r[5] in ("met", "not_met", "skipped"), r
     float(r[2])
@@ -67,7 +88,7 @@ for r in rows[1:]:
         float(r[1])
 PY
 }
-check "targets.csv well formed, 8 targets" targets_csv_ok
+check "targets.csv well formed, $NTARGETS targets" targets_csv_ok
 # in quick `all` every part runs: only fio may be missing
 check_eq "no target skipped except for a missing tool" "" \
     "$(grep ',skipped$' "$RES/targets.csv" 2>&1)"
