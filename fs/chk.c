@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "chk2.h"
 #include "sb.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     void *say_ctx;
     chk_result *r;
     uint32_t bs;
+    uint32_t version;                  /* the marker's format version */
     int wrote;                         /* the file was written: its times go back */
     int intents_left;                  /* unflipped headers remain (check only) */
     uint8_t *raw;                      /* one block as stored: word, data, checksum */
@@ -377,7 +379,7 @@ static int chk_marker(chk_ctx *c)
         return rc;
     fmt_error err = fmt_marker_decode(h, sizeof(h), &m);
     if (err == FMT_OK)
-        return c->bs = m.block_size, c->r->kind = CHK_OWN, 1;
+        return c->bs = m.block_size, c->version = m.version, c->r->kind = CHK_OWN, 1;
     if (err == FMT_ERR_NEWER) {
         chk_say(c, "format version %u is newer than this build (%u): not checked, not written",
                 m.version, FMT_VERSION);
@@ -414,7 +416,10 @@ int chk_file(int fd, chk_mode mode, chk_say_fn say, void *ctx, chk_result *out)
     chk_ctx c = {.fd = fd, .mode = mode, .say = say, .say_ctx = ctx, .r = out};
     out->file_len = out->size = (uint64_t)st.st_size;
     int rc = chk_marker(&c);
-    if (rc > 0) {
+    if (rc > 0 && c.version == 2) {
+        out->block_size = c.bs;
+        rc = chk2_file(fd, c.bs, out->file_len, mode, say, ctx, out, &c.wrote);
+    } else if (rc > 0) {
         out->block_size = c.bs;
         c.raw = malloc((size_t)c.bs + FMT_BLOCK_OVERHEAD);
         c.dec = malloc(c.bs);
@@ -460,6 +465,8 @@ int chk_stat_file(int fd, chk_stat *out)
     if (err != FMT_OK)
         return err == FMT_ERR_IO ? rc : 0;
     out->kind = CHK_OWN;
+    if (m.version == 2)
+        return chk2_stat_file(fd, m.block_size, out->apparent, out);
     fmt_trailer t;
     if ((err = fmt_trailer_read(fd, out->apparent, m.block_size, &t)) == FMT_ERR_NO_TRAILER) {
         fmt_scan_result sr;

@@ -382,6 +382,13 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
 
 /* ---- opening, repair ---- */
 
+static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
+{
+    f->v2 = (ff2_state){.tail = ft->tail, .eof = eof, .seq = ft->seq, .fresh = ft->fresh,
+                        .size = ft->size, .j_off = ft->j_off, .j_len = ft->j_len,
+                        .zsum = f->v2.zsum};
+}
+
 static void ff2_take(ff_file *f, uint64_t size, uint64_t n)
 {
     f->size = size;
@@ -390,131 +397,61 @@ static void ff2_take(ff_file *f, uint64_t size, uint64_t n)
         f->blk[i] = (ff_blk){.off = ff2_word_off(f, i), .word = 0, .state = FF_CLEAN};
 }
 
-/* A read-only mount cannot rewrite slots: its blocks are read from the journal's copies. */
-static void ff2_replay_in_memory(ff_file *f, const fmt2_footer *ft, const uint8_t *buf,
-                                 const fmt2_jentry *e)
+/* A read-only mount cannot rewrite slots: the blocks of a pending journal are read from the
+ * journal's copies. */
+static void ff2_use_journal(ff_file *f, const fmt2_recovery *r)
 {
-    ff_blk *b = &f->blk[e->block];
-    if (!e->frame) {
-        b->off |= FMT_ENTRY_ZERO;
-        return;
+    for (uint32_t k = 0; k < r->jn; k++) {
+        const fmt2_jentry *e = &r->je[k];
+        ff_blk *b = &f->blk[e->block];
+        if (!e->frame) {
+            b->off |= FMT_ENTRY_ZERO;
+            continue;
+        }
+        b->off = r->ft.j_off + (uint64_t)(e->frame - r->jbuf) + FMT_FRAME_HEADER_LEN;
+        b->word = fmt_get32(e->frame + FMT_FRAME_HEADER_LEN);
     }
-    b->off = ft->j_off + (uint64_t)(e->frame - buf) + FMT_FRAME_HEADER_LEN;
-    b->word = fmt_get32(e->frame + FMT_FRAME_HEADER_LEN);
 }
 
-/* Rewrites the slots that differ from the journal: a commit stopped between its footer and
- * the last of its slots. */
-static int ff2_replay_entry(ff_file *f, const fmt2_footer *ft, const fmt2_jentry *e,
-                            uint8_t *tmp, int *changed)
+static void ff2_log_recovery(ff_file *f, const fmt2_recovery *r, uint64_t file_len)
 {
-    uint64_t at = fmt2_slot_off(f->bs, e->block);
-    if (e->frame && fmt_pread_all(f->fd, tmp, e->frame_len, at) == 0 &&
-        memcmp(tmp, e->frame, e->frame_len) == 0)
-        return 0;
-    (*changed)++;
-    return fmt2_write_slot(f->fd, f->bs, e->block, e->frame, e->frame_len, e->len,
-                           e->frame ? 0 : ff2_zsum(f, e->len),
-                           ff2_slot_end(f, e->block, ft->n_blocks, ft->tail));
-}
-
-static int ff2_replay(ff_file *f, const fmt2_footer *ft, int *changed)
-{
-    uint8_t *buf, *tmp = NULL;
-    fmt2_jentry *e;
-    uint32_t n;
-    fmt_error err = fmt2_journal_read(f->fd, ft->j_off, ft->j_len, ft->seq, f->bs,
-                                      ft->n_blocks, &buf, &e, &n);
-    if (err == FMT_ERR_NO_TRAILER) {   /* lost with its unsynced commit: nothing to redo */
-        lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; "
-                  "its blocks are read as they are", f->name);
-        return 0;
-    }
-    if (err != FMT_OK)
-        return -fmt_errno(err);
-    int rc = f->env->opt.read_only || (tmp = malloc(fmt2_slot_len(f->bs))) ? 0 : -ENOMEM;
-    for (uint32_t k = 0; rc == 0 && k < n; k++) {
-        if (f->env->opt.read_only)
-            ff2_replay_in_memory(f, ft, buf, &e[k]);
-        else
-            rc = ff2_replay_entry(f, ft, &e[k], tmp, changed);
-    }
-    free(tmp);
-    free(buf);
-    free(e);
-    return rc;
-}
-
-static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
-{
-    f->v2 = (ff2_state){.tail = ft->tail, .eof = eof, .seq = ft->seq, .fresh = ft->fresh,
-                        .size = ft->size, .j_off = ft->j_off, .j_len = ft->j_len};
-}
-
-/* No valid footer: the slots are the truth. Walks them (verifying every block), puts a
- * footer after the last whole one and cuts what follows. */
-static int ff2_repair(ff_file *f, uint64_t file_len)
-{
-    fmt2_scan_result sr;
-    fmt_error err = fmt2_scan(f->fd, file_len, f->bs, 1, &sr);
-    int rc = err == FMT_OK ? ff_reserve(f, sr.n_blocks) : -fmt_errno(err);
-    if (rc < 0)
-        return rc;
-    ff2_take(f, sr.size, sr.n_blocks);
-    fmt2_footer ft = {sr.size, sr.n_blocks, sr.valid_end, 0, 0, 0, sr.n_blocks};
-    ff2_set_state(f, &ft, file_len);
-    if (f->env->opt.read_only) {
+    int ro = f->env->opt.read_only;
+    if (r->journal_bad)
+        lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; its "
+                  "blocks are read as they are", f->name);
+    if (r->torn && ro)
         lg_printf(f->env->log, LG_WARN, "%s: torn (footer missing or damaged); not repaired "
                   "on a read-only mount", f->name);
-        return 0;
-    }
-    rc = ff2_settle(f, sr.size, sr.valid_end, sr.n_blocks);
-    if (rc == 0) {
-        f->env->n.repairs++;
+    else if (r->torn)
         lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: %llu blocks (%llu bytes) "
                   "found in their slots, %llu bytes cut after offset %llu", f->name,
-                  (unsigned long long)sr.n_blocks, (unsigned long long)sr.size,
-                  (unsigned long long)(file_len - sr.valid_end),
-                  (unsigned long long)sr.valid_end);
-    }
-    ff_restore_mtime(f);
-    return rc;
+                  (unsigned long long)r->ft.n_blocks, (unsigned long long)r->ft.size,
+                  (unsigned long long)r->cut, (unsigned long long)r->ft.tail);
+    else if (r->settled)
+        lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%u blocks "
+                  "rewritten from its journal, %llu bytes of file cut)", f->name, r->replayed,
+                  (unsigned long long)(file_len - r->file_len));
 }
 
-/* The footer names a journal (an interrupted commit, or a small one left at rest): redo it.
- * A footer not right behind the slots and the journal (a shrinking commit that stopped) is
- * settled back there. */
-static int ff2_finish(ff_file *f, const fmt2_footer *ft, uint64_t file_len)
-{
-    int changed = 0;
-    int rc = ft->j_len ? ff2_replay(f, ft, &changed) : 0;
-    int odd = ft->j_len ? ft->j_off != ft->tail : file_len != ft->tail + FMT2_FOOTER_LEN;
-    if (rc < 0 || f->env->opt.read_only || (!changed && !odd))
-        return rc;
-    if (changed && fdatasync(f->fd) < 0)
-        return -errno;
-    rc = ff2_settle(f, ft->size, ft->tail, ft->fresh);
-    if (rc == 0)
-        lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%d blocks "
-                  "rewritten from its journal)", f->name, changed);
-    ff_restore_mtime(f);
-    return rc;
-}
-
+/* The recovery fsck runs too (fmt2_recover); memory then takes the state it leaves. */
 int ff2_load(ff_file *f, uint64_t file_len)
 {
-    fmt2_footer ft;
-    fmt_error err = fmt2_footer_read(f->fd, file_len, f->bs, &ft);
-    if (err == FMT_ERR_NO_TRAILER)
-        return ff2_repair(f, file_len);
-    if (err != FMT_OK)
-        return -fmt_errno(err);
-    int rc = ff_reserve(f, ft.n_blocks);
-    if (rc < 0)
-        return rc;
-    ff2_take(f, ft.size, ft.n_blocks);
-    ff2_set_state(f, &ft, file_len);
-    return ff2_finish(f, &ft, file_len);
+    fmt2_recovery r;
+    int ro = f->env->opt.read_only;
+    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, ff2_zsum(f, f->bs), &r);
+    int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
+    if (rc == 0) {
+        ff2_take(f, r.ft.size, r.ft.n_blocks);
+        ff2_set_state(f, &r.ft, r.file_len);
+        if (ro)
+            ff2_use_journal(f, &r);
+        ff2_log_recovery(f, &r, file_len);
+        f->env->n.repairs += r.torn || r.settled;
+    }
+    if (r.settled || r.replayed)
+        ff_restore_mtime(f);
+    fmt2_recovery_free(&r);
+    return rc;
 }
 
 /* A new file: the marker and a footer of nothing, in one write. */

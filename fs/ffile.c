@@ -102,13 +102,25 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     return 0;
 }
 
-/* A new file is written whole in one call (marker and empty footer) and set up from what
- * was written, without reading it back: creating many small files is all overhead. New
- * files are always of the newest format version. */
+/* The first bytes of a new file: its marker and an empty seek table or footer. */
+static size_t ff_new_file(const ff_env *env, uint8_t *out)
+{
+    if (env->opt.file_version != 1)
+        return ff2_new_file(env, out);
+    fmt_marker m = {FMT_VERSION_1, env->sb.block_size, {0}};
+    memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
+    fmt_trailer empty = {0};
+    fmt_marker_encode(&m, out);
+    fmt_trailer_encode(&empty, out + FMT_MARKER_LEN);
+    return FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
+}
+
+/* A new file is written whole in one call (marker and empty table) and set up from what was
+ * written, without reading it back: creating many small files is all overhead. */
 int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
 {
-    uint8_t head[FMT_MARKER_LEN + FMT2_FOOTER_LEN];
-    size_t len = ff2_new_file(env, head);
+    uint8_t head[FMT_MARKER_LEN + FMT2_FOOTER_LEN + 8 + FMT_FOOTER_LEN];
+    size_t len = ff_new_file(env, head);
     struct stat st;
     int rc = fmt_pwrite_all(fd, head, len, 0);
     if (rc == 0 && fstat(fd, &st) < 0)
@@ -122,7 +134,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     }
     f->mtime = st.st_mtim;
     f->bs = env->sb.block_size;
-    f->version = 2;
+    f->version = env->opt.file_version == 1 ? 1 : 2;
     ff_set_empty(f);
     *out = f;
     return 0;

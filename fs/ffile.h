@@ -27,6 +27,8 @@ typedef struct ff_file_s ff_file;
 typedef struct {
     int read_only;                     /* -o ro: never write to the backing file, repairs too */
     uint64_t mem_bytes;                /* mem_mb: decoded-block cache plus dirty blocks */
+    uint32_t file_version;             /* format of new files: 0 for the newest (2); 1 keeps
+                                          the version 1 writer testable on its own */
 } ff_options;
 
 /* Shared by all files of one mount. The engine and log stay owned by the caller. */

@@ -346,3 +346,106 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
     free(buf);
     return FMT_OK;
 }
+
+static uint64_t fmt2_slot_end(uint32_t bs, uint64_t i, const fmt2_footer *ft)
+{
+    return i + 1 < ft->n_blocks ? fmt2_slot_off(bs, i + 1) : ft->tail;
+}
+
+/* Whether slot e->block already holds what the journal says. */
+static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint8_t *tmp)
+{
+    uint64_t at = fmt2_slot_off(bs, e->block);
+    if (!e->frame) {
+        uint8_t head[FMT2_HOLE_HEAD];
+        fmt2_hole_head(head, bs, e->len);
+        return fmt_pread_all(fd, tmp, FMT2_HOLE_HEAD, at) == 0 &&
+               memcmp(tmp, head, FMT2_HOLE_HEAD) == 0;
+    }
+    return fmt_pread_all(fd, tmp, e->frame_len, at) == 0 &&
+           memcmp(tmp, e->frame, e->frame_len) == 0;
+}
+
+/* A commit stopped between its footer and the last of its slots: redo the slots that differ
+ * from its journal. */
+static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2_recovery *r)
+{
+    const fmt2_footer *ft = &r->ft;
+    fmt_error err = fmt2_journal_read(fd, ft->j_off, ft->j_len, ft->seq, bs, ft->n_blocks,
+                                      &r->jbuf, &r->je, &r->jn);
+    if (err == FMT_ERR_NO_TRAILER) {   /* lost with its commit, which synced nothing */
+        r->journal_bad = 1;
+        return FMT_OK;
+    }
+    uint8_t *tmp = err == FMT_OK ? malloc(fmt2_slot_len(bs)) : NULL;
+    if (err == FMT_OK && !tmp)
+        err = FMT_ERR_NOMEM;
+    for (uint32_t k = 0; err == FMT_OK && k < r->jn; k++) {
+        const fmt2_jentry *e = &r->je[k];
+        if (fmt2_slot_matches(fd, bs, e, tmp))
+            continue;
+        r->replayed++;
+        if (write && fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len,
+                                     e->frame ? 0 : (e->len == bs ? zsum : fmt2_zero_sum(e->len)),
+                                     fmt2_slot_end(bs, e->block, ft)) < 0)
+            err = FMT_ERR_IO;
+    }
+    free(tmp);
+    return err;
+}
+
+/* Drops the journal: a clean footer right behind the slots, the file cut after it. */
+static fmt_error fmt2_settle(int fd, fmt2_recovery *r)
+{
+    fmt2_footer ft = r->ft;
+    ft.j_off = ft.j_len = 0, ft.seq++;
+    if (fmt2_footer_write(fd, ft.tail, &ft) < 0)
+        return FMT_ERR_IO;
+    r->ft = ft, r->file_len = ft.tail + FMT2_FOOTER_LEN, r->settled = 1;
+    return FMT_OK;
+}
+
+static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery *r)
+{
+    fmt2_scan_result sr;
+    fmt_error err = fmt2_scan(fd, r->file_len, bs, 1, &sr);
+    if (err != FMT_OK)
+        return err;
+    r->torn = 1, r->bad_blocks = sr.bad_blocks;
+    r->cut = r->file_len > sr.valid_end ? r->file_len - sr.valid_end : 0;
+    r->ft = (fmt2_footer){sr.size, sr.n_blocks, sr.valid_end, 0, 0, 0, sr.n_blocks};
+    if (!write)
+        return FMT_OK;
+    if (fmt2_footer_write(fd, sr.valid_end, &r->ft) < 0)
+        return FMT_ERR_IO;
+    r->file_len = sr.valid_end + FMT2_FOOTER_LEN, r->settled = 1;
+    return FMT_OK;
+}
+
+fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
+                       fmt2_recovery *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->file_len = file_len;
+    fmt_error err = fmt2_footer_read(fd, file_len, bs, &r->ft);
+    if (err == FMT_ERR_NO_TRAILER)
+        return fmt2_recover_walk(fd, bs, write, r);
+    if (err != FMT_OK)
+        return err;
+    if (r->ft.j_len && (err = fmt2_replay(fd, bs, write, zsum, r)) != FMT_OK)
+        return err;
+    int odd = r->ft.j_len ? r->ft.j_off != r->ft.tail
+                          : file_len != r->ft.tail + FMT2_FOOTER_LEN;
+    if (!write || (!r->replayed && !odd))
+        return FMT_OK;
+    if (r->replayed && fdatasync(fd) < 0)
+        return FMT_ERR_IO;
+    return fmt2_settle(fd, r);
+}
+
+void fmt2_recovery_free(fmt2_recovery *r)
+{
+    free(r->jbuf);
+    free(r->je);
+    r->jbuf = NULL, r->je = NULL, r->jn = 0;
+}

@@ -26,7 +26,8 @@
 #define FMT2_FOOTER_LEN 64u
 #define FMT2_J_HEAD 24u                     /* journal: skippable header, seq, count, flags */
 #define FMT2_J_ENTRY 16u                    /* journal entry: block, frame length, length */
-#define FMT2_MAX_SIZE (1ull << 43)          /* largest logical size (8 TiB), see FORMAT.md */
+#define FMT2_MAX_SIZE (1ull << 40)          /* largest logical size (1 TiB): a hole costs one
+                                               small write per block, see FORMAT.md */
 #define FMT_SKIP_PAD 0x184D2A59u            /* the unused rest of a slot */
 #define FMT_SKIP_FOOTER2 0x184D2A5Eu
 #define FMT_SKIP_JOURNAL 0x184D2A5Fu
@@ -110,6 +111,30 @@ typedef struct {
 /* Takes slots while their frames parse; a frame with a bad block checksum is kept when a
  * good frame follows it (it reads as EIO), dropped as a torn tail when it is the last. */
 fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out);
+
+/* What opening a file found, and did when it may write: the one recovery of version 2
+ * files, shared by the daemon's open and fsck. */
+typedef struct {
+    fmt2_footer ft;                         /* the state the file holds (after a repair) */
+    uint64_t file_len;                      /* backing length after the recovery */
+    int torn;                               /* no valid footer: the slots were walked */
+    uint64_t cut;                           /* bytes after the last whole slot (cut when
+                                               writing) */
+    uint64_t bad_blocks;                    /* walked blocks kept with a bad checksum */
+    int journal_bad;                        /* the footer names a journal that is damaged */
+    uint32_t replayed;                      /* slots that differed from the journal (and
+                                               were rewritten when writing) */
+    int settled;                            /* the footer was put back behind the slots */
+    uint8_t *jbuf;                          /* not writing: the journal, whose frames a */
+    fmt2_jentry *je;                        /* reader takes instead of the slots' */
+    uint32_t jn;
+} fmt2_recovery;
+
+/* Footer, journal replay and settling, or the walk and a new footer. write 0 changes
+ * nothing (a read-only mount, fsck -n). Returns FMT_OK or the error that stopped it. */
+fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
+                       fmt2_recovery *r);
+void fmt2_recovery_free(fmt2_recovery *r);
 
 /* Zeroes [off, off+len) of the backing file, deallocating what it can. */
 int fmt2_zero(int fd, uint64_t off, uint64_t len);

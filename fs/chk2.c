@@ -1,0 +1,195 @@
+/* Checking and repairing version 2 files. The recovery is the daemon's own (fmt2_recover:
+ * journal replay, or the slot walk with every block verified and a new footer), so fsck and
+ * an open repair a file the same way. Then every block is read back as a reader would:
+ * frame, block checksum, decoding, content checksum, and the padding that lets `lz4 -d` go
+ * from one slot to the next. A bad block is reported and left as it is. */
+#include "chk2.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fmt2.h"
+
+typedef struct {
+    int fd;
+    uint32_t bs;
+    chk_say_fn say;
+    void *say_ctx;
+    chk_result *r;
+    const fmt2_recovery *rec;
+    uint8_t *buf;                      /* one slot as stored */
+    uint8_t *dec;                      /* one block decoded */
+} chk2_ctx;
+
+__attribute__((format(printf, 2, 3))) static void chk2_say(chk2_ctx *c, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (c->say)
+        c->say(c->say_ctx, line);
+}
+
+static unsigned long long chk2_ull(uint64_t v) { return (unsigned long long)v; }
+
+static void chk2_bad(chk2_ctx *c, uint32_t p, uint64_t i, const char *what)
+{
+    c->r->found |= p;
+    c->r->bad_blocks += p == CHK_P_BLOCK;
+    chk2_say(c, "block %llu (slot at offset %llu): %s", chk2_ull(i),
+             chk2_ull(fmt2_slot_off(c->bs, i)), what);
+}
+
+/* The bytes of block i's frame as a reader gets them: a pending journal's copy (a check that
+ * wrote nothing) or the slot. *avail: how many bytes of c->buf hold them. */
+static const uint8_t *chk2_frame_bytes(chk2_ctx *c, uint64_t i, uint32_t *k, size_t *avail)
+{
+    const fmt2_recovery *r = c->rec;
+    while (*k < r->jn && r->je[*k].block < i)
+        (*k)++;
+    if (*k < r->jn && r->je[*k].block == i && r->je[*k].frame) {
+        *avail = r->je[*k].frame_len;
+        return r->je[*k].frame;
+    }
+    uint64_t at = fmt2_slot_off(c->bs, i), want = fmt2_slot_len(c->bs);
+    if (at >= r->file_len)
+        return NULL;
+    if (want > r->file_len - at)
+        want = r->file_len - at;
+    if (fmt_pread_all(c->fd, c->buf, want, at) < 0)
+        return NULL;
+    *avail = want;
+    return c->buf;
+}
+
+/* What lz4 -d needs after the frame: padding to the next slot, or to the tail. */
+static void chk2_padding(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, uint32_t flen)
+{
+    const fmt2_footer *ft = &c->rec->ft;
+    uint64_t slot_end = i + 1 < ft->n_blocks ? fmt2_slot_len(c->bs)
+                                             : ft->tail - fmt2_slot_off(c->bs, i);
+    if (p != c->buf || slot_end == flen)
+        return;                        /* a journal copy: its slot is rewritten from it */
+    if (slot_end < flen + 8 || flen + 8 > avail || fmt_get32(p + flen) != FMT_SKIP_PAD ||
+        fmt_get32(p + flen + 4) != slot_end - flen - 8)
+        chk2_bad(c, CHK_P_WALK, i, "padding after the frame missing or wrong (lz4 -d stops "
+                 "here; reads through the mount are right)");
+}
+
+static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
+{
+    const fmt2_footer *ft = &c->rec->ft;
+    uint32_t want = i + 1 < ft->n_blocks ? c->bs : (uint32_t)(ft->size - i * c->bs);
+    size_t avail = 0;
+    const uint8_t *p = chk2_frame_bytes(c, i, k, &avail);
+    uint32_t len, word, flen;
+    fmt_error err = p ? fmt2_frame_parse(p, avail, c->bs, 1, &len, &word, &flen)
+                      : FMT_ERR_CORRUPT;
+    if (err != FMT_OK) {
+        chk2_bad(c, CHK_P_BLOCK, i, err == FMT_ERR_CHECKSUM ? "block checksum mismatch"
+                                                           : "no valid frame in its slot");
+        return;
+    }
+    if (len != want) {
+        chk2_bad(c, CHK_P_BLOCK, i, "the frame's length differs from the footer's size");
+        return;
+    }
+    if (fmt_block_decode(word, p + FMT_FRAME_HEADER_LEN + 4, c->dec, len) != FMT_OK) {
+        chk2_bad(c, CHK_P_BLOCK, i, "the block does not decode");
+        return;
+    }
+    if (XXH32(c->dec, len, 0) != fmt_get32(p + flen - 4))
+        chk2_bad(c, CHK_P_WALK, i, "content checksum mismatch (lz4 -d fails here; reads "
+                 "through the mount are right)");
+    chk2_padding(c, i, p, avail, flen);
+}
+
+static void chk2_report(chk2_ctx *c, int write)
+{
+    const fmt2_recovery *r = c->rec;
+    uint32_t p = 0;
+    if (r->torn) {
+        p = CHK_P_TABLE | (r->cut ? CHK_P_TORN : 0);
+        chk2_say(c, "no valid footer: %llu blocks (%llu bytes) found in their slots, %llu "
+                 "bytes after them %s", chk2_ull(r->ft.n_blocks), chk2_ull(r->ft.size),
+                 chk2_ull(r->cut), write ? "cut, footer rewritten" : "to cut");
+    } else if (r->replayed) {
+        p = CHK_P_INTENTS;
+        chk2_say(c, "interrupted commit: %u blocks differ from its journal: %s", r->replayed,
+                 write ? "rewritten from it" : "a repair rewrites them from it");
+    } else if (write && r->settled) {
+        p = CHK_P_TORN;
+        chk2_say(c, "footer not right behind the slots: put back there");
+    }
+    if (r->journal_bad)
+        chk2_say(c, "the journal of the last commit is damaged; its blocks are read as "
+                 "they are");
+    c->r->found |= p;
+    if (write)
+        c->r->fixed |= p;
+}
+
+int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, chk_say_fn say,
+              void *ctx, chk_result *out, int *wrote)
+{
+    fmt2_recovery rec;
+    int write = mode >= CHK_PREEN;
+    fmt_error err = fmt2_recover(fd, file_len, bs, write, fmt2_zero_sum(bs), &rec);
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs)};
+    int rc = c.buf && c.dec ? 0 : -ENOMEM;
+    *wrote = write && (rec.settled || rec.replayed);
+    chk2_report(&c, write);
+    out->size = rec.ft.size, out->n_blocks = rec.ft.n_blocks, out->cut_bytes = rec.cut;
+    uint32_t k = 0;
+    for (uint64_t i = 0; rc == 0 && i < rec.ft.n_blocks; i++)
+        chk2_block(&c, i, &k);
+    free(c.buf);
+    free(c.dec);
+    fmt2_recovery_free(&rec);
+    return rc;
+}
+
+/* A hole's data were never written: the backing file has no data there. */
+static int chk2_is_hole(int fd, uint64_t at, uint32_t len)
+{
+    off_t d = lseek(fd, (off_t)(at + FMT2_HOLE_HEAD), SEEK_DATA);
+    return (d < 0 && errno == ENXIO) || (d >= 0 && (uint64_t)d >= at + FMT2_HOLE_HEAD + len);
+}
+
+int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
+{
+    fmt2_footer ft;
+    fmt_error err = fmt2_footer_read(fd, file_len, bs, &ft);
+    if (err == FMT_ERR_NO_TRAILER) {
+        fmt2_scan_result sr;
+        out->torn = 1;
+        if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
+            ft.size = sr.size, ft.n_blocks = sr.n_blocks;
+    }
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    out->logical = ft.size, out->blocks = ft.n_blocks;
+    for (uint64_t i = 0; i < ft.n_blocks; i++) {
+        uint8_t h[FMT2_HOLE_HEAD];
+        uint64_t at = fmt2_slot_off(bs, i);
+        if (fmt_pread_all(fd, h, sizeof(h), at) < 0)
+            return -EIO;
+        uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN);
+        if (!(word & FMT_RAW_BIT))
+            continue;
+        if (chk2_is_hole(fd, at, fmt_word_size(word)))
+            out->zero_blocks++;
+        else
+            out->raw_blocks++;
+    }
+    return 0;
+}
