@@ -55,6 +55,7 @@ struct dm_opts {
     char *emu_hang_rate;               /* emulated card: fraction that never complete */
     char *emu_vanish_after;            /* emulated card: runs before it is pulled out */
     char *mem_mb;                      /* decoded-block cache plus bricks in flight */
+    char *file_version;                /* format version of new files */
     char *log;                         /* log file */
     char *backing;                     /* first non-option argument */
     char *mountpoint;                  /* second non-option argument */
@@ -81,6 +82,7 @@ struct dm_config {
     double emu_hang_rate;
     unsigned long long emu_vanish_after;
     unsigned long long mem_mb;
+    unsigned long long file_version;
     char *xclbin;                      /* absolute, or NULL */
     char *log;                         /* absolute, or NULL */
 };
@@ -121,6 +123,7 @@ static const struct fuse_opt dm_specs[] = {
     DM_OPT("emu_hang_rate=%s", emu_hang_rate),
     DM_OPT("emu_vanish_after=%s", emu_vanish_after),
     DM_OPT("mem_mb=%s", mem_mb),
+    DM_OPT("file_version=%s", file_version),
     DM_OPT("log=%s", log),
     FUSE_OPT_KEY("-h", DM_KEY_HELP),
     FUSE_OPT_KEY("--help", DM_KEY_HELP),
@@ -181,6 +184,8 @@ static void dm_usage(FILE *out)
             "  emu_hang_rate=F        emulated card: fraction of runs that hang, 0..1 (0)\n"
             "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
             "  mem_mb=N               decoded-block cache and bricks in flight, >= 16 (256)\n"
+            "  file_version=1|2       on-disk format of new files; 1 for stores shared with\n"
+            "                         builds that read only version 1 (2)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
             "\n"
             "Standard mount and FUSE options pass through, among them:\n"
@@ -318,6 +323,7 @@ static int dm_check(struct fs_daemon *dm)
     c->emu_card_mbps = 200;
     c->emu_pcie_mbps = 10000;
     c->mem_mb = 256;
+    c->file_version = 2;
     if (dm_engine(c, o->engine) || dm_uint("sw_threads", o->sw_threads, 1, 1024, &c->sw_threads) ||
         dm_uint("cus", o->cus, 1, 64, &c->cus) ||
         dm_uint("bufsets", o->bufsets, 1, 64, &c->bufsets) ||
@@ -329,7 +335,8 @@ static int dm_check(struct fs_daemon *dm)
         dm_rate("emu_error_rate", o->emu_error_rate, &c->emu_error_rate) ||
         dm_rate("emu_hang_rate", o->emu_hang_rate, &c->emu_hang_rate) ||
         dm_uint("emu_vanish_after", o->emu_vanish_after, 0, 1ull << 62, &c->emu_vanish_after) ||
-        dm_uint("mem_mb", o->mem_mb, 16, 1u << 20, &c->mem_mb))
+        dm_uint("mem_mb", o->mem_mb, 16, 1u << 20, &c->mem_mb) ||
+        dm_uint("file_version", o->file_version, 1, 2, &c->file_version))
         return -1;
     if (o->xclbin && !(c->xclbin = dm_absolute(o->xclbin)))
         return dm_bad("xclbin=%s: %s", o->xclbin, strerror(errno));
@@ -584,7 +591,8 @@ static int dm_open_engine(struct fs_daemon *dm)
         return dm_fail(dm, "engine=%s cannot open: %s", eng_backend_option(c->backend),
                        err[0] ? err : "unknown reason");
     dm_log_engine(dm);
-    ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20};
+    ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20,
+                     .file_version = (uint32_t)dm->cfg.file_version};
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);
     if (!dm->fs.env)
         return dm_fail(dm, "cannot set up the file layer (out of memory?)");
@@ -767,7 +775,7 @@ static void dm_cleanup(struct fs_daemon *dm)
                      &dm->opt.xrt_kernel_model, &dm->opt.emu_card_mbps, &dm->opt.emu_pcie_mbps,
                      &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate,
                      &dm->opt.emu_vanish_after, &dm->opt.mem_mb,
-                     &dm->opt.log, &dm->opt.backing, &dm->opt.mountpoint};
+                     &dm->opt.file_version, &dm->opt.log, &dm->opt.backing, &dm->opt.mountpoint};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         free(*strs[i]);
 }
