@@ -385,6 +385,7 @@ static void ff_commit_failed(ff_file *f, int rc)
         lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
         if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size > f->v2.eof)
             f->v2.eof = (uint64_t)st.st_size;
+        ff2_rollback(f);
         return;
     }
     /* Everything before phys_end is intact: cut what this commit added. */

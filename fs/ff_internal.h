@@ -63,6 +63,10 @@ typedef struct {
     int j_live;                        /* that journal was synced and slots were written
                                           after it: it is needed until the next sync */
     int footerless;                    /* streamed slots overwrote the footer */
+    int j_pending;                     /* the footer names a journal whose slots were not all
+                                          written (a full disk): they are redone before
+                                          anything else touches the file */
+    uint64_t jp_n, jp_tail;            /* that footer's block count and tail */
     uint32_t zsum;                     /* XXH32 of a whole block of zeros, once known */
 } ff2_state;
 
@@ -182,6 +186,7 @@ int ff2_load(ff_file *f, uint64_t file_len);
 size_t ff2_new_file(const ff_env *env, uint8_t *out);   /* FMT_MARKER_LEN + FMT2_FOOTER_LEN */
 void ff2_set_new(ff_file *f);
 int ff2_empty(ff_file *f);
+void ff2_rollback(ff_file *f);
 int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size);
 uint64_t ff_max_size(const ff_file *f);
 

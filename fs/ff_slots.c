@@ -301,11 +301,14 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, const ff2_target
         f->v2.j_len = jlen;
     if (rc == 0 && sync)
         rc = ff2_sync(f);
-    if (rc == 0)
-        rc = ff2_write_in_place(f, fr, t->n, t->tail);
+    if (rc == 0 && (rc = ff2_write_in_place(f, fr, t->n, t->tail)) < 0)
+        f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail, f->v2.j_live = sync;
     if (rc == 0 && sync)
         f->v2.j_live = 1;              /* the slots may still be in the page cache only */
-    if (rc == 0 && (t->shrink || jlen > FF2_JOURNAL_KEEP(f->bs))) {
+    /* An unsynced journal protects nothing once its slots are written: drop it at once, so
+     * the next open has nothing to compare. A synced one stays until the next commit's
+     * sync, unless it is large. */
+    if (rc == 0 && (t->shrink || !sync || jlen > FF2_JOURNAL_KEEP(f->bs))) {
         if (f->v2.j_live)
             rc = ff2_sync(f);
         if (rc == 0)
@@ -329,9 +332,42 @@ static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
     f->v2.tail = t->tail, f->v2.fresh = t->fresh, f->v2.size = t->size;
 }
 
+/* A commit failed while writing the slots its footer's journal names (a full disk): the
+ * journal is the only whole copy of those blocks, so they are written from it before
+ * anything may overwrite it. */
+static int ff2_redo_journal(ff_file *f)
+{
+    uint8_t *buf;
+    fmt2_jentry *e;
+    uint32_t n;
+    if (!f->v2.j_pending)
+        return 0;
+    fmt_error err = fmt2_journal_read(f->fd, f->v2.j_off, f->v2.j_len, f->v2.seq, f->bs,
+                                      f->v2.jp_n, &buf, &e, &n);
+    if (err != FMT_OK)
+        return -fmt_errno(err);
+    int rc = 0;
+    pthread_rwlock_wrlock(&f->io);
+    for (uint32_t k = 0; rc == 0 && k < n; k++)
+        rc = fmt2_write_slot(f->fd, f->bs, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
+                             e[k].frame ? 0 : ff2_zsum(f, e[k].len),
+                             e[k].block + 1 < f->v2.jp_n ? fmt2_slot_off(f->bs, e[k].block + 1)
+                                                         : f->v2.jp_tail);
+    bc_forget_file(f->env->cache, f->id);
+    pthread_rwlock_unlock(&f->io);
+    if (rc == 0)
+        f->v2.j_pending = 0;
+    free(buf);
+    free(e);
+    return rc;
+}
+
 int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
 {
     ff2_frames fr;
+    int redo = ff2_redo_journal(f);
+    if (redo < 0)
+        return redo;
     ff2_target t = {p->end, p->size, 0, 0, p->end < f->n_stored, durable};
     int rc = ff2_encode(f, p, 0, UINT64_MAX, &fr);
     if (rc == 0 && f->v2.j_live)       /* the old journal may be overwritten from here */
@@ -363,6 +399,9 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
 int ff2_stream_write(ff_file *f, ff_commit_plan *p)
 {
     ff2_frames fr;
+    int redo = ff2_redo_journal(f);
+    if (redo < 0)
+        return redo;
     int rc = ff2_encode(f, p, f->n_stored, UINT64_MAX, &fr);
     ff2_target t = {p->end, p->end * (uint64_t)f->bs, 0, f->v2.fresh, 0, 0};
     if (rc == 0 && f->v2.j_live)
@@ -499,4 +538,19 @@ int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size)
         return -fmt_errno(err);
     *size = ft.size;
     return 0;
+}
+
+/* A commit that failed before its footer (a full disk) may have overwritten the old footer
+ * with new slots: a footer of the state memory last committed goes back behind its slots, so
+ * that the file at rest is that state, whole, as a failed version 1 commit is cut back. Not
+ * after the footer: then the journal it names is the commit, redone by the next one. */
+void ff2_rollback(ff_file *f)
+{
+    if (f->v2.j_pending || f->v2.j_live)
+        return;
+    fmt2_footer ft = {f->v2.size, f->n_stored, f->v2.tail, 0, 0, f->v2.seq + 1, f->v2.fresh};
+    if (fmt2_footer_write(f->fd, f->v2.tail, &ft) == 0) {
+        f->v2.seq++, f->v2.eof = f->v2.tail + FMT2_FOOTER_LEN, f->v2.footerless = 0;
+        f->v2.j_off = f->v2.j_len = 0;
+    }
 }

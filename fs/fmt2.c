@@ -413,6 +413,11 @@ static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery
         return err;
     r->torn = 1, r->bad_blocks = sr.bad_blocks;
     r->cut = r->file_len > sr.valid_end ? r->file_len - sr.valid_end : 0;
+    uint8_t h[4];                      /* a damaged footer right after the slots is replaced,
+                                          not data cut */
+    if (r->cut == FMT2_FOOTER_LEN && fmt_pread_all(fd, h, 4, sr.valid_end) == 0 &&
+        fmt_get32(h) == FMT_SKIP_FOOTER2)
+        r->cut = 0;
     r->ft = (fmt2_footer){sr.size, sr.n_blocks, sr.valid_end, 0, 0, 0, sr.n_blocks};
     if (!write)
         return FMT_OK;

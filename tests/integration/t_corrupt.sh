@@ -178,24 +178,24 @@ EOF
     check "unmount" umount_store
 fi
 
-# ------------------------------------------------- a damaged seek table and a damaged block
-# With the table damaged, open repairs the file from its frames. A block whose checksum fails
-# in a frame that is followed by more items is damage, not a torn tail: the repair must keep
+# ------------------------------------------------- a damaged footer and a damaged block
+# With the footer damaged, open repairs the file from its slots. A block whose checksum fails
+# in a slot that is followed by more slots is damage, not a torn tail: the repair must keep
 # it (reads of it give EIO) and cut nothing, so the file keeps its size and its other blocks.
 fresh_store
-check "flip a block of text and its seek table's checksum" python3 - "$BACKING/text" <<'EOF'
+check "flip a block of text and its footer's checksum" python3 - "$BACKING/text" <<'EOF'
 import struct, sys
 path = sys.argv[1]
-with open(path, "r+b") as f:
+bs = 65536                                     # format version 2: block i's frame is in its
+with open(path, "r+b") as f:                   # slot at 59 + i * (bs + 64)
     data = f.read()
     n = len(data)
-    e, v, r = struct.unpack_from("<III", data, n - 24)
-    start = n - (8 + 12 * e + 8 * v + 16 * r + 32)
-    off = struct.unpack_from("<Q", data, start + 8 + 12 * 5)[0] & ((1 << 56) - 1)
-    for at in (off + 4 + 100, n - 8):          # data of block 5; the trailer's XXH32
+    assert struct.unpack_from("<I", data, 31)[0] == 2, "not a version 2 file"
+    off = 59 + 5 * (bs + 64) + 15 + 4 + 100    # header, size word, then the block's data
+    for at in (off, n - 4):                    # data of block 5; the footer's XXH32
         f.seek(at); f.write(bytes([data[at] ^ 0x10]))
 EOF
-if check "mount with a damaged seek table and block" mount_store; then
+if check "mount with a damaged footer and block" mount_store; then
     LOG=$WS/logs/daemon-$LOG_SEQ.log
     check "the size is kept" test "$(stat -c %s "$MNT/text")" = "$(stat -c %s "$ORIG/text")"
     check "block 5 gives EIO, every other block its bytes" python3 - "$MNT/text" "$ORIG/text" <<'EOF'

@@ -7,6 +7,8 @@
 # (mtime kept), after which the file reads through a mount as expected and decodes with
 # lz4 -d, and a second run finds nothing. A flipped byte in a block is reported and left
 # alone. A mounted store is refused; usage errors exit 16; on a terminal it asks.
+# The files are of format version 1 (mounted with file_version=1): t_fsck2 does the same for
+# version 2 files.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$FSCK"
 BLOCK_SIZE=64K
@@ -96,7 +98,7 @@ head -c 100000 /dev/urandom >"$SRC/garbage"
 DAMAGED="hdr wrap csum word table footer notable garbled cut_trailer cut_frame cut_marker cut_early intent marker"
 
 # ---- store A: one file per kind of damage
-check "mount a new store" mount_store
+check "mount a new store" mount_store file_version=1
 for n in $DAMAGED clean; do cp "$SRC/base" "$MNT/$n"; done
 cp "$SRC/mixed" "$MNT/mixed"
 # an overwrite in the middle: a commit that retires and reveals (for the interrupted commit)
