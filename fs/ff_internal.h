@@ -187,6 +187,7 @@ size_t ff2_new_file(const ff_env *env, uint8_t *out);   /* FMT_MARKER_LEN + FMT2
 void ff2_set_new(ff_file *f);
 int ff2_empty(ff_file *f);
 void ff2_rollback(ff_file *f);
+int ff2_promise(ff_file *f);
 int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size);
 uint64_t ff_max_size(const ff_file *f);
 

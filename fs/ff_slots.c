@@ -270,7 +270,8 @@ static int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
     fmt2_footer ft = ff2_footer(f, size, tail, 0, 0, fresh);
     int rc = fmt2_footer_write(f->fd, tail, &ft);
     if (rc == 0)
-        f->v2.seq++, f->v2.eof = tail + FMT2_FOOTER_LEN, f->v2.j_off = f->v2.j_len = 0;
+        f->v2.seq++, f->v2.eof = tail + FMT2_FOOTER_LEN, f->v2.j_off = f->v2.j_len = 0,
+        f->v2.footerless = 0;
     return rc;
 }
 
@@ -296,24 +297,29 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, const ff2_target
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, sync ? t->n : t->fresh);
     if (rc == 0)
         rc = fmt2_footer_write(f->fd, at + jlen, &ft);
-    if (rc == 0)
+    if (rc == 0)                       /* from here the journal is the commit: a failure
+                                          leaves its slots to be redone, never rolled back */
         f->v2.seq++, f->v2.eof = at + jlen + FMT2_FOOTER_LEN, f->v2.j_off = at,
-        f->v2.j_len = jlen;
+        f->v2.j_len = jlen, f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n,
+        f->v2.jp_tail = t->tail;
     if (rc == 0 && sync)
         rc = ff2_sync(f);
-    if (rc == 0 && (rc = ff2_write_in_place(f, fr, t->n, t->tail)) < 0)
-        f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail, f->v2.j_live = sync;
+    if (rc == 0)
+        rc = ff2_write_in_place(f, fr, t->n, t->tail);
     if (rc == 0 && sync)
         f->v2.j_live = 1;              /* the slots may still be in the page cache only */
     /* An unsynced journal protects nothing once its slots are written: drop it at once, so
      * the next open has nothing to compare. A synced one stays until the next commit's
-     * sync, unless it is large. */
+     * sync, unless it is large. A shrink syncs first: its footer goes where a dropped block
+     * began, which the old footer may still name after a machine crash. */
     if (rc == 0 && (t->shrink || !sync || jlen > FF2_JOURNAL_KEEP(f->bs))) {
-        if (f->v2.j_live)
+        if (f->v2.j_live || t->shrink)
             rc = ff2_sync(f);
         if (rc == 0)
-            rc = ff2_settle(f, t->size, t->tail, sync ? t->n : t->fresh);
+            rc = ff2_settle(f, t->size, t->tail, sync || t->shrink ? t->n : t->fresh);
     }
+    if (rc == 0)
+        f->v2.j_pending = 0;
     return rc;
 }
 
@@ -553,4 +559,16 @@ void ff2_rollback(ff_file *f)
         f->v2.seq++, f->v2.eof = f->v2.tail + FMT2_FOOTER_LEN, f->v2.footerless = 0;
         f->v2.j_off = f->v2.j_len = 0;
     }
+}
+
+/* An fsync with nothing to commit still promises every block: the footer says so, or a
+ * later unsynced rewrite in place would take them for blocks nobody was promised. */
+int ff2_promise(ff_file *f)
+{
+    if (f->v2.fresh >= f->n_stored || f->v2.j_pending || f->v2.footerless)
+        return 0;
+    int rc = ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
+    if (rc == 0)
+        f->v2.fresh = f->n_stored;
+    return rc;
 }

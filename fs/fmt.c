@@ -285,7 +285,7 @@ fmt_error fmt_trailer_read(int fd, uint64_t file_len, uint32_t block_size, fmt_t
     int rc = fmt_pread_all(fd, foot, sizeof(foot), file_len - FMT_FOOTER_LEN);
     if (rc < 0)
         return errno = -rc, FMT_ERR_IO;
-    if (fmt_get32(foot + 28) != FMT_FOOTER_MAGIC || fmt_get32(foot + 20) > FMT_VERSION)
+    if (fmt_get32(foot + 28) != FMT_FOOTER_MAGIC || fmt_get32(foot + 20) != FMT_VERSION_1)
         return FMT_ERR_NO_TRAILER;
     t->size = fmt_get64(foot);
     if (t->size > FMT_MAX_SIZE)

@@ -335,7 +335,7 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
             bad++;                         /* kept only if a good frame follows */
             continue;
         }
-        if (err != FMT_OK)
+        if (err != FMT_OK || i * (uint64_t)bs + len > FMT2_MAX_SIZE)
             break;
         out->n_blocks = i + 1, out->bad_blocks = bad;
         out->size = i * (uint64_t)bs + len;
