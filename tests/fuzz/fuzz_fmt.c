@@ -1,9 +1,11 @@
-/* Fuzz target: the format parser (fs/fmt.c) and the read-only open path of fs/ff_repair.c.
+/* Fuzz target: the format parsers (fs/fmt.c, fs/fmt2.c) and the read-only open path of
+ * fs/ff_repair.c and fs/ff_slots.c.
  *
  * The input is a whole backing file. It goes through the marker, frame header, trailer and
- * frame-walk decoders, then is opened on a read-only mount (nothing written, no repair) and
- * read block by block. A second pass repairs the trailer's checksum first, so that the
- * mutations reach the seek table's parser instead of stopping at its XXH32.
+ * frame-walk decoders (for a version 2 marker: frame, footer, journal and slot-walk decoders),
+ * then is opened on a read-only mount (nothing written, no repair) and read block by block.
+ * A second pass repairs the trailer's checksum first (version 2: the footer's and the
+ * journal's), so that the mutations reach the parsers instead of stopping at their XXH32.
  *
  * Invariants: decoders accept or refuse, never read outside the input; a trailer that
  * parses re-encodes to the same table; a verifying walk finds a prefix of what a plain walk
@@ -16,6 +18,7 @@
 #include <xxhash.h>
 
 #include "fmt.h"
+#include "fmt2.h"
 #include "fuzz_util.h"
 
 #define FF_READ_CAP (8u << 20)
@@ -128,7 +131,7 @@ static void fzf_check_scan(int fd, uint64_t len, uint32_t bs)
 }
 
 /* Opens read-only and reads everything; compares with the size a stat reports. */
-static void fzf_check_open(int fd, uint64_t len, uint32_t bs)
+static void fzf_check_open(int fd, uint64_t len, uint32_t bs, uint32_t version)
 {
     fz_env *env = fz_env_get();
     int dfd = dup(fd);
@@ -143,7 +146,13 @@ static void fzf_check_open(int fd, uint64_t len, uint32_t bs)
         return;
     uint64_t size = ff_size(f);
     fmt_trailer t;
-    if (bs && fmt_trailer_read(fd, len, bs, &t) == FMT_OK) {
+    fmt2_footer ft;
+    if (bs && version == 2 && fmt2_footer_read(fd, len, bs, &ft) == FMT_OK)
+        FZ_CHECK(src == 0 && ssize == size && ft.size == size,
+                 "v2: stat size %llu, open size %llu, footer size %llu",
+                 (unsigned long long)ssize, (unsigned long long)size,
+                 (unsigned long long)ft.size);
+    if (bs && version == FMT_VERSION_1 && fmt_trailer_read(fd, len, bs, &t) == FMT_OK) {
         FZ_CHECK(src == 0 && ssize == size && t.size == size, "stat size %llu, open size %llu",
                  (unsigned long long)ssize, (unsigned long long)size);
         fmt_trailer_free(&t);
@@ -157,6 +166,149 @@ static void fzf_check_open(int fd, uint64_t len, uint32_t bs)
     FZ_CHECK((h >= 0 && (uint64_t)h <= size) || (h == -ENXIO && size == 0),
              "SEEK_HOLE gave %lld", (long long)h);
     FZ_CHECK(ff_release(f) == 0, "release of a read-only file failed");
+}
+
+/* ---- version 2 ---- */
+
+/* A frame parse stays inside avail and says lengths that fit it. */
+static void fzf2_parse_at(const uint8_t *buf, size_t avail, uint32_t bs)
+{
+    uint32_t len = 0, word = 0, flen = 0;
+    fmt_error err = fmt2_frame_parse(buf, avail, bs, 1, &len, &word, &flen);
+    FZ_CHECK(err == FMT_OK || err == FMT_ERR_CORRUPT || err == FMT_ERR_CHECKSUM,
+             "frame parse gave %d", (int)err);
+    if (err == FMT_ERR_CORRUPT)
+        return;
+    FZ_CHECK(len >= 1 && len <= bs && flen <= avail && fmt_word_size(word) <= bs &&
+             flen == FMT_FRAME_HEADER_LEN + fmt_block_len(word) + FMT_FRAME_END_LEN,
+             "frame: len %u word %08x frame %u of %zu", len, word, flen, avail);
+    uint32_t l2, w2, f2;
+    FZ_CHECK(fmt2_frame_parse(buf, avail, bs, 0, &l2, &w2, &f2) == FMT_OK && l2 == len &&
+             w2 == word && f2 == flen, "a frame that verifies does not parse the same unverified");
+    if (err != FMT_OK)
+        return;
+    uint8_t *dst = malloc(bs);
+    FZ_CHECK(dst != NULL, "malloc");
+    fmt_error d = fmt_block_decode(word, buf + FMT_FRAME_HEADER_LEN + 4, dst, len);
+    FZ_CHECK(d == FMT_OK || d == FMT_ERR_CORRUPT, "block decode gave %d", (int)d);
+    free(dst);
+}
+
+/* The frame parser on the first slots, where the input puts them. */
+static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
+{
+    for (uint64_t i = 0; i < 4; i++) {
+        uint64_t at = fmt2_slot_off(bs, i);
+        if (at >= size)
+            break;
+        fzf2_parse_at(data + at, size - at, bs);
+    }
+}
+
+/* A journal that reads is made of entries that the encoder writes byte for byte. */
+static void fzf2_check_journal(int fd, const fmt2_footer *ft, uint32_t bs)
+{
+    uint8_t *buf;
+    fmt2_jentry *e;
+    uint32_t n;
+    fmt_error err = fmt2_journal_read(fd, ft->j_off, ft->j_len, ft->seq, bs, ft->n_blocks,
+                                      &buf, &e, &n);
+    FZ_CHECK(err == FMT_OK || err == FMT_ERR_NO_TRAILER || err == FMT_ERR_NOMEM ||
+             err == FMT_ERR_IO, "journal read gave %d", (int)err);
+    if (err != FMT_OK)
+        return;
+    for (uint32_t k = 0; k < n; k++) {
+        FZ_CHECK(e[k].block < ft->n_blocks && (k == 0 || e[k].block > e[k - 1].block) &&
+                 e[k].len >= 1 && e[k].len <= bs && (e[k].frame_len == 0) == (e[k].frame == NULL),
+                 "journal entry %u: block %llu len %u frame %u", k,
+                 (unsigned long long)e[k].block, e[k].len, e[k].frame_len);
+        FZ_CHECK(!e[k].frame || (e[k].frame >= buf && e[k].frame + e[k].frame_len <= buf + ft->j_len),
+                 "journal entry %u points outside the journal", k);
+    }
+    size_t len = fmt2_journal_len(e, n);
+    FZ_CHECK(len == ft->j_len, "journal of %llu bytes re-encodes to %zu",
+             (unsigned long long)ft->j_len, len);
+    uint8_t *enc = malloc(len);
+    FZ_CHECK(enc != NULL, "malloc");
+    fmt2_journal_encode(e, n, ft->seq, enc);
+    FZ_CHECK(memcmp(enc, buf, len) == 0, "a journal that reads does not re-encode the same");
+    free(enc);
+    free(buf);
+    free(e);
+}
+
+static void fzf2_check_footer(int fd, uint64_t len, uint32_t bs)
+{
+    fmt2_footer ft;
+    fmt_error err = fmt2_footer_read(fd, len, bs, &ft);
+    FZ_CHECK(err == FMT_OK || err == FMT_ERR_NO_TRAILER, "footer read gave %d", (int)err);
+    if (err != FMT_OK)
+        return;
+    FZ_CHECK(ft.size <= FMT2_MAX_SIZE && ft.n_blocks == (ft.size + bs - 1) / bs &&
+             ft.fresh <= ft.n_blocks && ft.tail >= FMT_MARKER_LEN &&
+             ft.tail <= len - FMT2_FOOTER_LEN &&
+             (ft.j_off == 0 ? ft.j_len == 0
+                            : ft.j_off >= ft.tail && ft.j_off + ft.j_len <= len - FMT2_FOOTER_LEN),
+             "footer: size %llu tail %llu journal %llu+%llu of %llu", (unsigned long long)ft.size,
+             (unsigned long long)ft.tail, (unsigned long long)ft.j_off,
+             (unsigned long long)ft.j_len, (unsigned long long)len);
+    uint8_t b[FMT2_FOOTER_LEN], enc[FMT2_FOOTER_LEN];
+    FZ_CHECK(fmt_pread_all(fd, b, sizeof(b), len - FMT2_FOOTER_LEN) == 0, "read footer");
+    fmt2_footer_encode(&ft, enc);
+    FZ_CHECK(memcmp(b, enc, sizeof(b)) == 0, "a footer that reads does not re-encode the same");
+    if (ft.j_len)
+        fzf2_check_journal(fd, &ft, bs);
+}
+
+static void fzf2_check_scan(int fd, uint64_t len, uint32_t bs)
+{
+    fmt2_scan_result plain, verified;
+    FZ_CHECK(fmt2_scan(fd, len, bs, 0, &plain) == FMT_OK, "scan");
+    FZ_CHECK(fmt2_scan(fd, len, bs, 1, &verified) == FMT_OK, "verifying scan");
+    FZ_CHECK(plain.bad_blocks == 0, "a plain walk found bad blocks");
+    const fmt2_scan_result *r[2] = {&plain, &verified};
+    for (int k = 0; k < 2; k++) {
+        FZ_CHECK(r[k]->valid_end <= len && r[k]->valid_end >= FMT_MARKER_LEN &&
+                 r[k]->n_blocks == (r[k]->size + bs - 1) / bs &&
+                 r[k]->bad_blocks <= r[k]->n_blocks,
+                 "scan: %llu blocks, size %llu, end %llu of %llu",
+                 (unsigned long long)r[k]->n_blocks, (unsigned long long)r[k]->size,
+                 (unsigned long long)r[k]->valid_end, (unsigned long long)len);
+        FZ_CHECK(r[k]->n_blocks == 0 ? r[k]->valid_end == FMT_MARKER_LEN
+                                     : r[k]->valid_end > fmt2_slot_off(bs, r[k]->n_blocks - 1) &&
+                                           r[k]->valid_end <= fmt2_slot_off(bs, r[k]->n_blocks),
+                 "scan end %llu outside slot %llu", (unsigned long long)r[k]->valid_end,
+                 (unsigned long long)r[k]->n_blocks);
+    }
+    FZ_CHECK(verified.n_blocks <= plain.n_blocks && verified.valid_end <= plain.valid_end,
+             "a verifying walk took more than a plain one");
+}
+
+/* The footer's checksum (and the journal's it names) recomputed, when they are there. */
+static uint8_t *fzf2_fix(const uint8_t *data, size_t size)
+{
+    if (size < FMT_MARKER_LEN + FMT2_FOOTER_LEN)
+        return NULL;
+    const uint8_t *foot = data + size - FMT2_FOOTER_LEN;
+    if (fmt_get32(foot) != FMT_SKIP_FOOTER2)
+        return NULL;
+    uint8_t *copy = malloc(size);
+    FZ_CHECK(copy != NULL, "malloc");
+    memcpy(copy, data, size);
+    uint8_t *f = copy + size - FMT2_FOOTER_LEN;
+    fmt_put32(f + 4, FMT2_FOOTER_LEN - 8);
+    fmt_put32(f + 56, 2);
+    fmt_put32(f + 60, XXH32(f + 8, 52, 0));
+    uint64_t j_off = fmt_get64(f + 24), j_len = fmt_get64(f + 32);
+    if (j_off && j_len >= FMT2_J_HEAD + 4 && j_len <= size - FMT2_FOOTER_LEN &&
+        j_off <= size - FMT2_FOOTER_LEN - j_len) {
+        uint8_t *j = copy + j_off;
+        fmt_put32(j, FMT_SKIP_JOURNAL);
+        fmt_put32(j + 4, (uint32_t)(j_len - 8));
+        fmt_put64(j + 8, fmt_get64(f + 40));
+        fmt_put32(j + j_len - 4, XXH32(j + 8, j_len - 12, 0));
+    }
+    return copy;
 }
 
 /* The trailer's checksum recomputed from what its footer claims, when that fits the input. */
@@ -190,11 +342,15 @@ static void fzf_run(const uint8_t *data, size_t size)
     FZ_CHECK(err != FMT_OK || (size >= FMT_MARKER_LEN && fmt_bd_code(m.block_size)),
              "marker accepted with block size %u", m.block_size);
     int fd = fz_memfile(data, size);
-    if (err == FMT_OK) {
+    if (err == FMT_OK && m.version == 2) {
+        fzf2_check_frames(data, size, m.block_size);
+        fzf2_check_footer(fd, size, m.block_size);
+        fzf2_check_scan(fd, size, m.block_size);
+    } else if (err == FMT_OK) {
         fzf_check_trailer(fd, size, m.block_size);
         fzf_check_scan(fd, size, m.block_size);
     }
-    fzf_check_open(fd, size, err == FMT_OK ? m.block_size : 0);
+    fzf_check_open(fd, size, err == FMT_OK ? m.block_size : 0, err == FMT_OK ? m.version : 0);
     close(fd);
 }
 
@@ -206,5 +362,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fixed && memcmp(fixed, data, size) != 0)
         fzf_run(fixed, fixed_len);
     free(fixed);
+    fmt_marker m;
+    if (fmt_marker_decode(data, size, &m) == FMT_OK && m.version == 2 &&
+        (fixed = fzf2_fix(data, size)) != NULL) {
+        if (memcmp(fixed, data, size) != 0)
+            fzf_run(fixed, size);
+        free(fixed);
+    }
     return 0;
 }

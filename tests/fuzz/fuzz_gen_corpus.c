@@ -6,7 +6,14 @@
  * reveal lists), caught mid-stream (hidden frames after the table), cut at several points,
  * with a damaged block, foreign (text and a plain .lz4 file) and of a newer version.
  * Superblocks: valid ones of each block size and damaged variants. Kept small: 64K blocks of
- * compressible data. Run again only when the format changes; the corpus is checked in. */
+ * compressible data. Run again only when the format changes; the corpus is checked in.
+ *
+ * The writer writes format version 2 only, so the backing files it makes are named v2-*
+ * (a version 2 file's slots make it about 64 KiB per block, however well it compresses);
+ * the seeds without that prefix were made by the version 1 writer and stay in the corpus,
+ * since version 1 files must keep being read. Version 2 extras: a journal left at rest (an
+ * in-place rewrite, one entry a hole), a commit caught between its footer and its slot, and
+ * cuts through footer, journal and slots. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lz4frame.h>
@@ -20,8 +27,10 @@
 
 #include "ffile.h"
 #include "fmt.h"
+#include "fmt2.h"
 
 #define GC_BS (64u << 10)
+#define GC_V "v2-"                      /* names of the files this writer makes */
 
 typedef struct {
     const char *out;                   /* corpus root */
@@ -110,28 +119,28 @@ static void gc_simple(const gc_ctx *c)
     int fd;
     uint8_t *buf = malloc(5 * GC_BS);   /* the 256K file takes 300000 bytes */
     ff_file *f = gc_create(c->env64, &fd);
-    gc_close_save(c, f, fd, "own-empty");
+    gc_close_save(c, f, fd, GC_V "own-empty");
     f = gc_create(c->env64, &fd);
     gc_write(f, (const uint8_t *)"hello, fpgalz4fs\n", 17, 0);
-    gc_close_save(c, f, fd, "own-small");
+    gc_close_save(c, f, fd, GC_V "own-small");
     f = gc_create(c->env64, &fd);
     gc_fill(buf, 3 * GC_BS + 1000, 1);
     gc_write(f, buf, 3 * GC_BS + 1000, 0);
-    gc_close_save(c, f, fd, "own-blocks");
+    gc_close_save(c, f, fd, GC_V "own-blocks");
     f = gc_create(c->env64, &fd);
     gc_random(buf, 3000, 7);
     gc_write(f, buf, 3000, 0);
-    gc_close_save(c, f, fd, "own-raw");
+    gc_close_save(c, f, fd, GC_V "own-raw");
     f = gc_create(c->env64, &fd);
     gc_fill(buf, 5000, 3);
     gc_write(f, buf, 5000, 2 * GC_BS + 100);
     if (ff_truncate(f, 5 * GC_BS + 10) != 0)
         gc_die("ff_truncate");
-    gc_close_save(c, f, fd, "own-sparse");
+    gc_close_save(c, f, fd, GC_V "own-sparse");
     f = gc_create(c->env256, &fd);
     gc_fill(buf, 300000, 5);
     gc_write(f, buf, 300000, 0);
-    gc_close_save(c, f, fd, "own-256k");
+    gc_close_save(c, f, fd, GC_V "own-256k");
     free(buf);
 }
 
@@ -152,17 +161,59 @@ static void gc_rewritten(const gc_ctx *c)
     if (ff_release(f) != 0)
         gc_die("ff_release");
     uint8_t *b = gc_bytes(fd, &len);
-    gc_save_file(c, "own-rewritten", b, len);
+    gc_save_file(c, GC_V "own-rewritten", b, len);
     static const size_t cuts[] = {FMT_MARKER_LEN, FMT_MARKER_LEN + 30, 0, 1, 20, 45};
     char name[64];
     for (size_t i = 0; i < sizeof(cuts) / sizeof(*cuts); i++) {
         size_t keep = i < 2 ? cuts[i] : cuts[i] == 0 ? len / 2 : len - cuts[i];
-        snprintf(name, sizeof(name), "torn-rewritten-%zu", keep);
+        snprintf(name, sizeof(name), GC_V "torn-rewritten-%zu", keep);
         gc_save_file(c, name, b, keep);
     }
-    b[FMT_MARKER_LEN + 8 + FMT_FRAME_HEADER_LEN + 4 + 3] ^= 0x40;
-    gc_save_file(c, "damaged-block", b, len);
+    b[FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + 4 + 3] ^= 0x40;   /* block 0's data */
+    gc_save_file(c, GC_V "damaged-block", b, len);
     free(b);
+    close(fd);
+    free(buf);
+}
+
+/* An in-place rewrite of three blocks (one of them now zeros: a hole) whose journal stays at
+ * rest; the same with the slots put back as they were (the commit stopped after its footer),
+ * and cuts of it through the footer and the journal. */
+static void gc_journal(const gc_ctx *c)
+{
+    int fd;
+    size_t len, old_len;
+    uint8_t *buf = malloc(3 * GC_BS + 500);
+    ff_file *f = gc_create(c->env64, &fd);
+    gc_fill(buf, 3 * GC_BS + 500, 31);
+    gc_write(f, buf, 3 * GC_BS + 500, 0);
+    if (ff_flush(f, 1) != 0)
+        gc_die("ff_flush");
+    uint8_t *old = gc_bytes(fd, &old_len);
+    gc_fill(buf, 100, 33);
+    gc_write(f, buf, 100, 10);
+    memset(buf, 0, GC_BS);
+    gc_write(f, buf, GC_BS, GC_BS);
+    gc_write(f, buf, 7, 3 * GC_BS + 3);
+    if (ff_release(f) != 0)
+        gc_die("ff_release");
+    uint8_t *b = gc_bytes(fd, &len);
+    gc_save_file(c, GC_V "journal-at-rest", b, len);
+    for (uint64_t i = 0; i < 4; i++) {
+        uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
+        if (at + n > old_len)
+            n = old_len - at;
+        memcpy(b + at, old + at, n);   /* the old slots; tail, journal and footer are new */
+    }
+    gc_save_file(c, GC_V "interrupted-commit", b, len);
+    static const size_t cuts[] = {1, 40, 64, 65, 200};
+    char name[64];
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(*cuts); i++) {
+        snprintf(name, sizeof(name), GC_V "interrupted-cut-%zu", cuts[i]);
+        gc_save_file(c, name, b, len - cuts[i]);
+    }
+    free(b);
+    free(old);
     close(fd);
     free(buf);
 }
@@ -179,10 +230,10 @@ static void gc_streaming(const gc_ctx *c)
         gc_write(f, buf, GC_BS, (off_t)i * GC_BS);
     }
     uint8_t *b = gc_bytes(fd, &len);
-    gc_save_file(c, "torn-streaming", b, len);
-    gc_save_file(c, "torn-streaming-cut", b, len - 7);
+    gc_save_file(c, GC_V "torn-streaming", b, len);
+    gc_save_file(c, GC_V "torn-streaming-cut", b, len - 7);
     free(b);
-    gc_close_save(c, f, fd, "own-streamed");
+    gc_close_save(c, f, fd, GC_V "own-streamed");
     free(buf);
 }
 
@@ -206,7 +257,7 @@ static void gc_foreign(const gc_ctx *c)
         gc_die("ff_release");
     uint8_t *b = gc_bytes(fd, &n);
     fmt_put32(b + 31, FMT_VERSION + 1);
-    gc_save_file(c, "newer-version", b, n);
+    gc_save_file(c, GC_V "newer-version", b, n);
     free(b);
     close(fd);
 }
@@ -259,6 +310,7 @@ int main(int argc, char **argv)
         gc_die("ff_env_new");
     gc_simple(&c);
     gc_rewritten(&c);
+    gc_journal(&c);
     gc_streaming(&c);
     gc_foreign(&c);
     gc_superblocks(&c);

@@ -1,12 +1,14 @@
 /* Fuzz target: opening a possibly torn file on a read-write mount, where fs/ff_repair.c finishes
- * interrupted commits and rebuilds a damaged seek table from the frames (fs/fmt.c's walk).
+ * interrupted commits and rebuilds a damaged seek table from the frames (fs/fmt.c's walk), and
+ * fs/ff_slots.c replays a version 2 file's journal or rebuilds its footer from the slots
+ * (fs/fmt2.c's walk).
  *
  * The input is a whole backing file, opened, read in full and released; then opened again.
  * Invariants:
  *   - open succeeds or fails with EIO, EPROTO (newer version) or ENOMEM; reads give the data
  *     or EIO, nothing else;
- *   - after a read-write open of an own file, the file ends in a valid seek table, so the
- *     second open repairs nothing;
+ *   - after a read-write open of an own file, the file ends in a valid seek table (version 2:
+ *     a valid footer), so the second open repairs nothing;
  *   - the second open reads exactly what the first read (size, bytes, where errors are);
  *   - after a repair the table is the frames' truth: when the stock LZ4 frame decoder
  *     decodes the whole backing file, it gives the same bytes;
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "fmt.h"
+#include "fmt2.h"
 #include "fuzz_util.h"
 
 #define FR_READ_CAP (8u << 20)
@@ -133,9 +136,17 @@ static void fr_check_own(int fd, const fr_view *first, int repaired)
     FZ_CHECK(fmt_marker_decode(head, sizeof(head), &m) == FMT_OK, "marker changed");
     size_t len;
     free(fr_file_bytes(fd, &len));
-    FZ_CHECK(fmt_trailer_read(fd, len, m.block_size, &t) == FMT_OK,
-             "no valid seek table after a read-write open");
-    fmt_trailer_free(&t);
+    if (m.version == 2) {
+        fmt2_footer ft;
+        FZ_CHECK(fmt2_footer_read(fd, len, m.block_size, &ft) == FMT_OK,
+                 "no valid footer after a read-write open");
+        FZ_CHECK(ft.size == first->size, "footer size %llu, open size %llu",
+                 (unsigned long long)ft.size, (unsigned long long)first->size);
+    } else {
+        FZ_CHECK(fmt_trailer_read(fd, len, m.block_size, &t) == FMT_OK,
+                 "no valid seek table after a read-write open");
+        fmt_trailer_free(&t);
+    }
     if (repaired)
         fr_check_frames_truth(fd, first);
     uint64_t before = fr_repairs(env->rw);

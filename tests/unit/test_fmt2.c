@@ -1,0 +1,1000 @@
+/* Unit tests of format version 2 (fs/fmt2.c, fs/ff_slots.c): frames, footer and journal
+ * round trips and every rejection rule; slots, padding and hole runs written on a temporary
+ * file and walked back by fmt2_scan; and files written through the ff_* API that decode with
+ * the stock lz4 tool, stay sparse for holes, grow by at most a block when rewritten in place,
+ * and reopen prefix-consistent (and repaired) when cut or caught between journal and slot. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "chk.h"
+#include "fixture.h"
+#include "fmt2.h"
+
+#define BS (64u << 10)
+#define TAG "test_fmt2"
+
+static uint8_t *make_data(size_t n, int random, uint32_t seed)
+{
+    return fx_make_data(n, random, seed, "slot frame padding hole journal footer commit ", 7);
+}
+
+static int tmp_file(char *path, size_t cap)
+{
+    snprintf(path, cap, "/tmp/%s.XXXXXX", TAG);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+static uint64_t file_len(int fd)
+{
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+/* A whole frame of len bytes of data, compressed when LZ4 shrinks it. */
+static size_t encode(uint8_t *out, const uint8_t *raw, uint32_t len)
+{
+    int cap = LZ4_compressBound((int)len);
+    uint8_t *comp = malloc((size_t)cap);
+    int clen = LZ4_compress_default((const char *)raw, (char *)comp, (int)len, cap);
+    assert_true(clen > 0);
+    size_t n = fmt2_frame_encode(out, BS, raw, len, comp, (uint32_t)clen);
+    free(comp);
+    return n;
+}
+
+/* ---- frames ---- */
+
+static void frame_roundtrip(const uint8_t *raw, uint32_t len, int want_raw)
+{
+    uint8_t *fr = malloc(len + FMT2_FRAME_OVERHEAD), *dec = malloc(len);
+    size_t n = encode(fr, raw, len);
+    uint32_t got_len, word, flen;
+    assert_int_equal(fmt2_frame_parse(fr, n, BS, 1, &got_len, &word, &flen), FMT_OK);
+    assert_int_equal(got_len, len);
+    assert_int_equal(flen, n);
+    assert_int_equal(!!(word & FMT_RAW_BIT), want_raw);
+    assert_int_equal(n, FMT_FRAME_HEADER_LEN + fmt_block_len(word) + FMT_FRAME_END_LEN);
+    assert_int_equal(fmt_block_decode(word, fr + FMT_FRAME_HEADER_LEN + 4, dec, len), FMT_OK);
+    assert_memory_equal(dec, raw, len);
+    free(fr);
+    free(dec);
+}
+
+static void test_frame_roundtrip(void **state)
+{
+    uint8_t *text = make_data(BS, 0, 1), *rnd = make_data(BS, 1, 2);
+    frame_roundtrip(text, BS, 0);
+    frame_roundtrip(text, 1000, 0);
+    frame_roundtrip(rnd, BS, 1);
+    frame_roundtrip(rnd, 1, 1);
+    /* no compressed form given: raw */
+    uint8_t *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
+    size_t n = fmt2_frame_encode(fr, BS, text, BS, NULL, 0);
+    assert_int_equal(n, BS + FMT2_FRAME_OVERHEAD);
+    uint32_t len, word, flen;
+    assert_int_equal(fmt2_frame_parse(fr, n, BS, 1, &len, &word, &flen), FMT_OK);
+    assert_true(word & FMT_RAW_BIT);
+    free(fr);
+    free(text);
+    free(rnd);
+}
+
+static void test_frame_rejections(void **state)
+{
+    uint8_t *text = make_data(BS, 0, 3), *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
+    uint8_t *bad = malloc(BS + FMT2_FRAME_OVERHEAD);
+    size_t n = encode(fr, text, BS);
+    uint32_t len, word, flen;
+    /* cut anywhere */
+    for (size_t cut = 0; cut < n; cut += cut < 40 ? 1 : 997)
+        assert_int_equal(fmt2_frame_parse(fr, cut, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    assert_int_equal(fmt2_frame_parse(fr, n - 1, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    /* another block size */
+    assert_int_equal(fmt2_frame_parse(fr, n, 256u << 10, 0, &len, &word, &flen),
+                     FMT_ERR_CORRUPT);
+    /* every header byte (magic, FLG, BD, content size, header checksum) */
+    for (size_t at = 0; at < FMT_FRAME_HEADER_LEN; at++) {
+        memcpy(bad, fr, n);
+        bad[at] ^= 0x21;
+        assert_int_equal(fmt2_frame_parse(bad, n, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    }
+    /* size word: zero, larger than the block, raw with another size than the header's */
+    memcpy(bad, fr, n);
+    fmt_put32(bad + FMT_FRAME_HEADER_LEN, 0);
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    fmt_put32(bad + FMT_FRAME_HEADER_LEN, BS + 1);
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    fmt_put32(bad + FMT_FRAME_HEADER_LEN, 100 | FMT_RAW_BIT);
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    /* EndMark not zero */
+    memcpy(bad, fr, n);
+    bad[n - 8] = 1;
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 0, &len, &word, &flen), FMT_ERR_CORRUPT);
+    /* a data byte: only verify sees it; the lengths are still given */
+    memcpy(bad, fr, n);
+    bad[FMT_FRAME_HEADER_LEN + 4 + 10] ^= 0x40;
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 0, &len, &word, &flen), FMT_OK);
+    len = flen = 0;
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 1, &len, &word, &flen), FMT_ERR_CHECKSUM);
+    assert_int_equal(len, BS);
+    assert_int_equal(flen, n);
+    /* the block checksum itself */
+    memcpy(bad, fr, n);
+    bad[n - 9] ^= 0x01;
+    assert_int_equal(fmt2_frame_parse(bad, n, BS, 1, &len, &word, &flen), FMT_ERR_CHECKSUM);
+    free(bad);
+    free(fr);
+    free(text);
+}
+
+/* ---- footer ---- */
+
+static fmt_error footer_try(const fmt2_footer *ft, uint64_t flen)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    assert_int_equal(ftruncate(fd, (off_t)(flen - FMT2_FOOTER_LEN)), 0);
+    assert_int_equal(fmt2_footer_write(fd, flen - FMT2_FOOTER_LEN, ft), 0);
+    assert_int_equal(file_len(fd), flen);
+    fmt2_footer got;
+    fmt_error err = fmt2_footer_read(fd, flen, BS, &got);
+    if (err == FMT_OK) {
+        assert_int_equal(got.size, ft->size);
+        assert_int_equal(got.n_blocks, (ft->size + BS - 1) / BS);
+        assert_int_equal(got.tail, ft->tail);
+        assert_int_equal(got.j_off, ft->j_off);
+        assert_int_equal(got.j_len, ft->j_len);
+        assert_int_equal(got.seq, ft->seq);
+        assert_int_equal(got.fresh, ft->fresh);
+    }
+    close(fd);
+    unlink(path);
+    return err;
+}
+
+static void test_footer(void **state)
+{
+    /* 4 blocks, the last 100 bytes; a journal of 100 bytes after the slots */
+    uint64_t size = 3ull * BS + 100, tail = fmt2_slot_off(BS, 3) + 200;
+    fmt2_footer ok = {size, 4, tail, tail, 100, 0x1122334455667788ull, 2};
+    uint64_t flen = tail + 100 + FMT2_FOOTER_LEN;
+    assert_int_equal(footer_try(&ok, flen), FMT_OK);
+    fmt2_footer t = ok;
+    t.j_off = t.j_len = 0;
+    assert_int_equal(footer_try(&t, flen), FMT_OK);               /* room left: fine */
+    t.fresh = 4;
+    assert_int_equal(footer_try(&t, tail + FMT2_FOOTER_LEN), FMT_OK);
+    fmt2_footer empty = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
+    assert_int_equal(footer_try(&empty, FMT_MARKER_LEN + FMT2_FOOTER_LEN), FMT_OK);
+    /* the largest size */
+    fmt2_footer big = {FMT2_MAX_SIZE, FMT2_MAX_SIZE / BS,
+                       fmt2_slot_off(BS, FMT2_MAX_SIZE / BS - 1) + FMT2_FRAME_OVERHEAD, 0, 0, 1,
+                       0};
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    uint64_t bigf = big.tail + FMT2_FOOTER_LEN;
+    assert_int_equal(fmt2_footer_write(fd, big.tail, &big), 0);
+    fmt2_footer got;
+    assert_int_equal(fmt2_footer_read(fd, bigf, BS, &got), FMT_OK);
+    big.size++;                                                  /* one more byte: refused */
+    big.tail = fmt2_slot_off(BS, FMT2_MAX_SIZE / BS) + FMT2_FRAME_OVERHEAD;
+    bigf = big.tail + FMT2_FOOTER_LEN;
+    assert_int_equal(fmt2_footer_write(fd, big.tail, &big), 0);
+    assert_int_equal(fmt2_footer_read(fd, bigf, BS, &got), FMT_ERR_NO_TRAILER);
+    close(fd);
+    unlink(path);
+
+    /* fresh beyond the blocks */
+    t = ok, t.fresh = 5;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    /* tail: before the last slot's smallest frame, past the last slot, past the footer */
+    t = ok, t.tail = fmt2_slot_off(BS, 3) + FMT2_FRAME_OVERHEAD - 1, t.j_off = t.tail;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    t.tail = t.j_off = fmt2_slot_off(BS, 3) + FMT2_FRAME_OVERHEAD;
+    assert_int_equal(footer_try(&t, flen), FMT_OK);
+    t.tail = fmt2_slot_off(BS, 4) + 1, t.j_off = t.j_len = 0;
+    assert_int_equal(footer_try(&t, t.tail + FMT2_FOOTER_LEN + 10), FMT_ERR_NO_TRAILER);
+    t.tail = fmt2_slot_off(BS, 4);
+    assert_int_equal(footer_try(&t, t.tail + FMT2_FOOTER_LEN), FMT_OK);
+    t = ok, t.j_off = t.j_len = 0;
+    assert_int_equal(footer_try(&t, tail + FMT2_FOOTER_LEN - 1), FMT_ERR_NO_TRAILER);
+    t = empty, t.tail = FMT_MARKER_LEN + 1;
+    assert_int_equal(footer_try(&t, FMT_MARKER_LEN + 1 + FMT2_FOOTER_LEN), FMT_ERR_NO_TRAILER);
+    /* journal: before the tail, too short, past the footer, a length without an offset */
+    t = ok, t.j_off = tail - 1;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    t = ok, t.j_len = FMT2_J_HEAD + 3;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    t = ok, t.j_len = 101;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    t = ok, t.j_off = tail + 1;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    t = ok, t.j_len = UINT64_MAX;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    t = ok, t.j_off = 0;
+    assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
+    /* a file too short for marker and footer */
+    fd = tmp_file(path, sizeof(path));
+    assert_int_equal(fmt2_footer_read(fd, FMT_MARKER_LEN + FMT2_FOOTER_LEN - 1, BS, &got),
+                     FMT_ERR_NO_TRAILER);
+    /* bytes: magic, payload length, a field without its checksum, version, checksum */
+    uint8_t b[FMT2_FOOTER_LEN], c[FMT2_FOOTER_LEN];
+    fmt2_footer_encode(&ok, b);
+    static const size_t at[] = {0, 3, 4, 8, 15, 16, 24, 32, 40, 48, 55, 56, 60, 63};
+    for (size_t k = 0; k < sizeof(at) / sizeof(*at); k++) {
+        memcpy(c, b, sizeof(b));
+        c[at[k]] ^= 0x04;
+        assert_int_equal(ftruncate(fd, 0), 0);
+        assert_int_equal(fmt_pwrite_all(fd, c, sizeof(c), flen - FMT2_FOOTER_LEN), 0);
+        assert_int_equal(fmt2_footer_read(fd, flen, BS, &got), FMT_ERR_NO_TRAILER);
+    }
+    /* the version field with a checksum that matches: still refused */
+    memcpy(c, b, sizeof(b));
+    fmt_put32(c + 56, 3);
+    fmt_put32(c + 60, XXH32(c + 8, 52, 0));
+    assert_int_equal(fmt_pwrite_all(fd, c, sizeof(c), flen - FMT2_FOOTER_LEN), 0);
+    assert_int_equal(fmt2_footer_read(fd, flen, BS, &got), FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt_pwrite_all(fd, b, sizeof(b), flen - FMT2_FOOTER_LEN), 0);
+    assert_int_equal(fmt2_footer_read(fd, flen, BS, &got), FMT_OK);
+    close(fd);
+    unlink(path);
+}
+
+/* ---- journal ---- */
+
+typedef struct {
+    uint8_t *f1, *f4;                  /* frames of block 1 (whole) and block 4 (500 bytes) */
+    size_t l1, l4;
+    fmt2_jentry e[3];                  /* 1: frame, 3: a hole, 4: frame; file of 5 blocks */
+} jcase;
+
+static void jcase_new(jcase *j)
+{
+    uint8_t *d = make_data(BS, 0, 5);
+    j->f1 = malloc(BS + FMT2_FRAME_OVERHEAD), j->f4 = malloc(BS + FMT2_FRAME_OVERHEAD);
+    j->l1 = encode(j->f1, d, BS);
+    j->l4 = encode(j->f4, d + 7, 500);
+    j->e[0] = (fmt2_jentry){1, BS, (uint32_t)j->l1, j->f1};
+    j->e[1] = (fmt2_jentry){3, BS, 0, NULL};
+    j->e[2] = (fmt2_jentry){4, 500, (uint32_t)j->l4, j->f4};
+    free(d);
+}
+
+static void jcase_free(jcase *j)
+{
+    free(j->f1);
+    free(j->f4);
+}
+
+/* Encodes e, writes it at off of a temporary file (after `before` junk bytes) and reads it. */
+static fmt_error journal_try(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint64_t want_seq,
+                             uint64_t n_blocks, ssize_t flip, size_t keep,
+                             const fmt2_jentry *want, uint32_t *n_out)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    size_t len = fmt2_journal_len(e, n), off = 4096 + 3;
+    uint8_t *b = calloc(1, len);
+    fmt2_journal_encode(e, n, seq, b);
+    if (flip >= 0)
+        b[flip] ^= 0x10;
+    if (keep < len)
+        memset(b + keep, 0, len - keep);   /* torn: the rest never reached the disk */
+    assert_int_equal(fmt_pwrite_all(fd, b, len, off), 0);
+    uint8_t *buf = (uint8_t *)1;
+    fmt2_jentry *got = (fmt2_jentry *)1;
+    uint32_t got_n = 99;
+    fmt_error err = fmt2_journal_read(fd, off, len, want_seq, BS, n_blocks, &buf, &got, &got_n);
+    if (err == FMT_OK) {
+        assert_int_equal(got_n, n);
+        for (uint32_t k = 0; want && k < n; k++) {
+            assert_int_equal(got[k].block, want[k].block);
+            assert_int_equal(got[k].len, want[k].len);
+            assert_int_equal(got[k].frame_len, want[k].frame_len);
+            if (want[k].frame)
+                assert_memory_equal(got[k].frame, want[k].frame, want[k].frame_len);
+            else
+                assert_null(got[k].frame);
+        }
+        *n_out = got_n;
+    } else {
+        assert_null(buf);
+        assert_null(got);
+        assert_int_equal(got_n, 0);
+    }
+    free(buf);
+    free(got);
+    free(b);
+    close(fd);
+    unlink(path);
+    return err;
+}
+
+static void test_journal(void **state)
+{
+    jcase j;
+    jcase_new(&j);
+    uint32_t n;
+    size_t len = fmt2_journal_len(j.e, 3);
+    assert_int_equal(len, FMT2_J_HEAD + 3 * FMT2_J_ENTRY + 4 + j.l1 + j.l4);
+    assert_int_equal(journal_try(j.e, 3, 42, 42, 5, -1, SIZE_MAX, j.e, &n), FMT_OK);
+    assert_int_equal(journal_try(j.e, 0, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(journal_try(&j.e[1], 1, 7, 7, 4, -1, SIZE_MAX, &j.e[1], &n), FMT_OK);
+    /* another commit's journal */
+    assert_int_equal(journal_try(j.e, 3, 42, 41, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    assert_int_equal(journal_try(j.e, 3, 42, 43, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    /* a block past the file */
+    assert_int_equal(journal_try(j.e, 3, 42, 42, 4, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    /* torn at several points */
+    const size_t keeps[] = {0, 8, FMT2_J_HEAD, FMT2_J_HEAD + 20, 200, len / 2, len - 4};
+    for (size_t k = 0; k < sizeof(keeps) / sizeof(*keeps); k++)
+        assert_int_equal(journal_try(j.e, 3, 42, 42, 5, -1, keeps[k], NULL, &n),
+                         FMT_ERR_NO_TRAILER);
+    assert_int_equal(journal_try(j.e, 3, 42, 42, 5, -1, len - 1, NULL, &n), FMT_ERR_NO_TRAILER);
+    /* one bit anywhere: header, entries, frames, checksum */
+    for (size_t at = 0; at < len; at += at < 80 ? 1 : 251)
+        assert_int_equal(journal_try(j.e, 3, 42, 42, 5, (ssize_t)at, SIZE_MAX, NULL, &n),
+                         FMT_ERR_NO_TRAILER);
+    assert_int_equal(journal_try(j.e, 3, 42, 42, 5, (ssize_t)len - 1, SIZE_MAX, NULL, &n),
+                     FMT_ERR_NO_TRAILER);
+    /* blocks out of order, twice the same block */
+    fmt2_jentry u[3] = {j.e[1], j.e[0], j.e[2]};
+    assert_int_equal(journal_try(u, 3, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    u[0] = j.e[0], u[1] = j.e[0];
+    assert_int_equal(journal_try(u, 2, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    /* an entry whose length is not its frame's, zero, or past the block size */
+    u[0] = j.e[2], u[0].len = 501;
+    assert_int_equal(journal_try(u, 1, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    u[0] = j.e[1], u[0].len = 0;
+    assert_int_equal(journal_try(u, 1, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    u[0].len = BS + 1;
+    assert_int_equal(journal_try(u, 1, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    /* an entry whose frame is not a frame (a checksum that matches: the encoder's) */
+    uint8_t junk[64];
+    memset(junk, 0x5a, sizeof(junk));
+    u[0] = (fmt2_jentry){2, 10, sizeof(junk), junk};
+    assert_int_equal(journal_try(u, 1, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    /* a frame shorter than its entry says: the frame parses, its length differs */
+    u[0] = j.e[2], u[0].frame_len = (uint32_t)j.l4 + 4;
+    uint8_t *longer = calloc(1, j.l4 + 4);
+    memcpy(longer, j.f4, j.l4);
+    u[0].frame = longer;
+    assert_int_equal(journal_try(u, 1, 42, 42, 5, -1, SIZE_MAX, NULL, &n), FMT_ERR_NO_TRAILER);
+    free(longer);
+    /* read with a length that is not the journal's, or absurd */
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    uint8_t *b = malloc(len), *buf;
+    fmt2_jentry *e;
+    fmt2_journal_encode(j.e, 3, 9, b);
+    assert_int_equal(fmt_pwrite_all(fd, b, len, 0), 0);
+    assert_int_equal(fmt_pwrite_all(fd, b, len, len), 0);
+    assert_int_equal(fmt2_journal_read(fd, 0, len, 9, BS, 5, &buf, &e, &n), FMT_OK);
+    free(buf);
+    free(e);
+    assert_int_equal(fmt2_journal_read(fd, 0, len + 8, 9, BS, 5, &buf, &e, &n),
+                     FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_journal_read(fd, 0, len - 8, 9, BS, 5, &buf, &e, &n),
+                     FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_journal_read(fd, 0, FMT2_J_HEAD + 3, 9, BS, 5, &buf, &e, &n),
+                     FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_journal_read(fd, 0, 1ull << 40, 9, BS, 5, &buf, &e, &n),
+                     FMT_ERR_NO_TRAILER);
+    free(b);
+    close(fd);
+    unlink(path);
+    jcase_free(&j);
+}
+
+/* ---- slots, padding, holes, the walk ---- */
+
+#define SC_FULL 3u                     /* blocks 0..2: data */
+#define SC_HOLES 3u                    /* blocks 3..5: a hole run */
+#define SC_LAST 1000u                  /* block 6: 1000 bytes */
+#define SC_N (SC_FULL + SC_HOLES + 1)
+
+typedef struct {
+    char path[64];
+    int fd;
+    uint8_t *data;                     /* the logical content */
+    uint64_t size, flen[SC_N], end;    /* frame lengths, end of the last frame */
+} scase;
+
+static void marker(int fd)
+{
+    fmt_marker m = {FMT_VERSION, BS, {1, 2, 3}};
+    uint8_t b[FMT_MARKER_LEN];
+    fmt_marker_encode(&m, b);
+    assert_int_equal(fmt_pwrite_all(fd, b, sizeof(b), 0), 0);
+}
+
+/* Marker, three blocks of data, a run of three holes, a partial last block; no footer. */
+static void scase_new(scase *c)
+{
+    c->fd = tmp_file(c->path, sizeof(c->path));
+    c->size = (SC_N - 1) * (uint64_t)BS + SC_LAST;
+    c->data = calloc(1, c->size);
+    marker(c->fd);
+    uint8_t *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
+    for (uint32_t i = 0; i < SC_N; i++) {
+        if (i >= SC_FULL && i < SC_FULL + SC_HOLES) {
+            c->flen[i] = BS + FMT2_FRAME_OVERHEAD;
+            continue;
+        }
+        uint32_t len = i + 1 < SC_N ? BS : SC_LAST;
+        uint8_t *d = make_data(len, i == 1, 100 + i);   /* block 1 does not compress */
+        memcpy(c->data + (uint64_t)i * BS, d, len);
+        c->flen[i] = encode(fr, d, len);
+        uint64_t end = i + 1 < SC_N ? fmt2_slot_off(BS, i + 1) : fmt2_slot_off(BS, i) + c->flen[i];
+        assert_int_equal(fmt2_write_slot(c->fd, BS, i, fr, (uint32_t)c->flen[i], len, 0, end), 0);
+        free(d);
+    }
+    assert_int_equal(fmt2_write_hole_run(c->fd, BS, SC_FULL, SC_FULL + SC_HOLES,
+                                         fmt2_zero_sum(BS), 0), 0);
+    c->end = fmt2_slot_off(BS, SC_N - 1) + c->flen[SC_N - 1];
+    assert_int_equal(file_len(c->fd), c->end);
+    free(fr);
+}
+
+static void scase_free(scase *c)
+{
+    close(c->fd);
+    unlink(c->path);
+    free(c->data);
+}
+
+static void scan_expect(int fd, int verify, uint64_t n, uint64_t size, uint64_t end,
+                        uint64_t bad)
+{
+    fmt2_scan_result r;
+    assert_int_equal(fmt2_scan(fd, file_len(fd), BS, verify, &r), FMT_OK);
+    assert_int_equal(r.n_blocks, n);
+    assert_int_equal(r.size, size);
+    assert_int_equal(r.valid_end, end);
+    assert_int_equal(r.bad_blocks, bad);
+}
+
+static void test_scan(void **state)
+{
+    scase c;
+    scase_new(&c);
+    scan_expect(c.fd, 0, SC_N, c.size, c.end, 0);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
+    /* every slot but the last is padded exactly to the next one */
+    for (uint32_t i = 0; i + 1 < SC_N; i++) {
+        uint8_t h[8];
+        assert_int_equal(fmt_pread_all(c.fd, h, 8, fmt2_slot_off(BS, i) + c.flen[i]), 0);
+        assert_int_equal(fmt_get32(h), FMT_SKIP_PAD);
+        assert_int_equal(fmt_get32(h + 4), fmt2_slot_len(BS) - c.flen[i] - 8);
+    }
+    /* the holes' frames parse and verify (their data read as zeros) */
+    uint8_t *slot = malloc(fmt2_slot_len(BS));
+    for (uint32_t i = SC_FULL; i < SC_FULL + SC_HOLES; i++) {
+        uint32_t len, word, flen;
+        assert_int_equal(fmt_pread_all(c.fd, slot, fmt2_slot_len(BS), fmt2_slot_off(BS, i)), 0);
+        assert_int_equal(fmt2_frame_parse(slot, fmt2_slot_len(BS), BS, 1, &len, &word, &flen),
+                         FMT_OK);
+        assert_int_equal(word, BS | FMT_RAW_BIT);
+        assert_int_equal(flen, BS + FMT2_FRAME_OVERHEAD);
+    }
+    free(slot);
+    /* a footer after the last frame: the walk stops before it */
+    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_N};
+    assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
+    fmt2_footer got;
+    assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), BS, &got), FMT_OK);
+    /* a file of the marker alone, or less */
+    char p2[64];
+    int fd = tmp_file(p2, sizeof(p2));
+    marker(fd);
+    scan_expect(fd, 1, 0, 0, FMT_MARKER_LEN, 0);
+    assert_int_equal(ftruncate(fd, 10), 0);
+    scan_expect(fd, 1, 0, 0, FMT_MARKER_LEN, 0);
+    close(fd);
+    unlink(p2);
+    scase_free(&c);
+}
+
+/* The stock decoder reads slots, padding and holes as the content. */
+static void test_scan_file_decodes(void **state)
+{
+    scase c;
+    scase_new(&c);
+    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_N};
+    assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
+    size_t len;
+    uint8_t *dec = fx_lz4f_decode(c.path, &len);
+    assert_int_equal(len, c.size);
+    assert_memory_equal(dec, c.data, c.size);
+    free(dec);
+    scase_free(&c);
+}
+
+static void test_scan_missing_padding(void **state)
+{
+    scase c;
+    scase_new(&c);
+    uint8_t z[8] = {0};
+    assert_int_equal(fmt_pwrite_all(c.fd, z, 8, fmt2_slot_off(BS, 1) + c.flen[1]), 0);
+    scan_expect(c.fd, 1, 2, 2ull * BS, fmt2_slot_off(BS, 1) + c.flen[1], 0);
+    scan_expect(c.fd, 0, 2, 2ull * BS, fmt2_slot_off(BS, 1) + c.flen[1], 0);
+    scase_free(&c);
+    /* padding that does not reach the next slot exactly */
+    scase_new(&c);
+    uint8_t h[8];
+    fmt_put32(h, FMT_SKIP_PAD);
+    fmt_put32(h + 4, (uint32_t)(fmt2_slot_len(BS) - c.flen[0] - 8 - 1));
+    assert_int_equal(fmt_pwrite_all(c.fd, h, 8, fmt2_slot_off(BS, 0) + c.flen[0]), 0);
+    scan_expect(c.fd, 1, 1, BS, fmt2_slot_off(BS, 0) + c.flen[0], 0);
+    scase_free(&c);
+    /* in a hole run: the padding after hole 4 */
+    scase_new(&c);
+    assert_int_equal(fmt_pwrite_all(c.fd, z, 8, fmt2_slot_off(BS, 4) + c.flen[4]), 0);
+    scan_expect(c.fd, 1, 5, 5ull * BS, fmt2_slot_off(BS, 4) + c.flen[4], 0);
+    scase_free(&c);
+}
+
+static void flip(int fd, uint64_t off)
+{
+    uint8_t b;
+    assert_int_equal(fmt_pread_all(fd, &b, 1, off), 0);
+    b ^= 0x40;
+    assert_int_equal(fmt_pwrite_all(fd, &b, 1, off), 0);
+}
+
+static void test_scan_bad_blocks(void **state)
+{
+    scase c;
+    /* a bad block with a good one after it: kept, counted; only a verifying walk sees it */
+    scase_new(&c);
+    flip(c.fd, fmt2_slot_off(BS, 1) + FMT_FRAME_HEADER_LEN + 4 + 100);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 1);
+    scan_expect(c.fd, 0, SC_N, c.size, c.end, 0);
+    flip(c.fd, fmt2_slot_off(BS, 2) + FMT_FRAME_HEADER_LEN + 4 + 5);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 2);
+    scase_free(&c);
+    /* a bad last block is a torn tail: dropped */
+    scase_new(&c);
+    flip(c.fd, fmt2_slot_off(BS, SC_N - 1) + FMT_FRAME_HEADER_LEN + 4 + 3);
+    scan_expect(c.fd, 1, SC_N - 1, (SC_N - 1) * (uint64_t)BS,
+                fmt2_slot_off(BS, SC_N - 2) + c.flen[SC_N - 2], 0);
+    scan_expect(c.fd, 0, SC_N, c.size, c.end, 0);
+    scase_free(&c);
+    /* a bad block whose next slot holds nothing: dropped with what follows */
+    scase_new(&c);
+    flip(c.fd, fmt2_slot_off(BS, 0) + FMT_FRAME_HEADER_LEN + 4 + 3);
+    uint8_t z[4] = {0};
+    assert_int_equal(fmt_pwrite_all(c.fd, z, 4, fmt2_slot_off(BS, 1)), 0);
+    scan_expect(c.fd, 1, 0, 0, FMT_MARKER_LEN, 0);
+    scase_free(&c);
+    /* the last file cut in its last frame: that block is gone */
+    scase_new(&c);
+    assert_int_equal(ftruncate(c.fd, (off_t)(c.end - 1)), 0);
+    scan_expect(c.fd, 1, SC_N - 1, (SC_N - 1) * (uint64_t)BS,
+                fmt2_slot_off(BS, SC_N - 2) + c.flen[SC_N - 2], 0);
+    scase_free(&c);
+}
+
+/* Holes take (almost) no room in the backing file: a run of 64 holes, whose slots held data
+ * before (zero_end), allocates a few pages per block at most. */
+static void test_holes_sparse(void **state)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    const uint64_t n = 64;
+    marker(fd);
+    uint8_t *junk = make_data(1 << 20, 1, 9);
+    for (uint64_t off = FMT_MARKER_LEN; off < fmt2_slot_off(BS, n); off += 1 << 20)
+        assert_int_equal(fmt_pwrite_all(fd, junk, 1 << 20, off), 0);
+    uint64_t zero_end = fmt2_slot_off(BS, n) + (1 << 20) - 1;
+    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), zero_end), 0);
+    assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
+                                     fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD), 0);
+    uint64_t end = fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
+    assert_int_equal(ftruncate(fd, (off_t)end), 0);
+    fsync(fd);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true((uint64_t)st.st_blocks * 512 <= n * 8192);
+    scan_expect(fd, 1, n, (n - 1) * BS + 777, end, 0);
+    /* every hole reads as zeros through the stock decoder */
+    fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n};
+    assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
+    size_t len;
+    uint8_t *dec = fx_lz4f_decode(path, &len), *zeros = calloc(1, ft.size);
+    assert_int_equal(len, ft.size);
+    assert_memory_equal(dec, zeros, len);
+    free(zeros);
+    free(dec);
+    free(junk);
+    close(fd);
+    unlink(path);
+}
+
+/* ---- through the ff_* API ---- */
+
+/* The stock command line tool must decode every file at rest (as test_fmt.c checks v1). */
+static void check_with_lz4_tool(const char *path, const uint8_t *want, size_t n)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "lz4 -d -c -q %s", path);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return;
+    uint8_t *got = malloc(n + 1);
+    size_t g = fread(got, 1, n + 1, p);
+    assert_int_equal(pclose(p), 0);
+    assert_int_equal(g, n);
+    assert_memory_equal(got, want, n);
+    free(got);
+}
+
+static uint64_t path_len(const char *path, uint64_t *alloc)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    if (alloc)
+        *alloc = (uint64_t)st.st_blocks * 512;
+    return (uint64_t)st.st_size;
+}
+
+static void save(const char *path, const uint8_t *b, size_t n)
+{
+    int fd = open(path, O_RDWR | O_TRUNC);
+    assert_true(fd >= 0);
+    assert_int_equal(fmt_pwrite_all(fd, b, n, 0), 0);
+    close(fd);
+}
+
+/* 3 MiB of data, a 2 MiB hole (truncate up, then write past it), 2 MiB of data, a trailing
+ * hole to 7 MiB + 12345 (truncate up). */
+#define E_SIZE ((7u << 20) + 12345u)
+
+static uint8_t *e2e_write(fixture *fx)
+{
+    uint8_t *d = make_data(E_SIZE, 0, 77);
+    memset(d + (3u << 20), 0, 2u << 20);
+    memset(d + (7u << 20), 0, 12345);
+    ff_file *f;
+    assert_int_equal(ff_create(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
+    for (size_t off = 0; off < (3u << 20); off += 1u << 20)
+        assert_int_equal(ff_write(f, d + off, 1u << 20, (off_t)off), 0);
+    assert_int_equal(ff_truncate(f, 5 << 20), 0);
+    assert_int_equal(ff_write(f, d + (5u << 20), 2u << 20, 5 << 20), 0);
+    assert_int_equal(ff_truncate(f, E_SIZE), 0);
+    assert_int_equal(ff_size(f), E_SIZE);
+    assert_int_equal(ff_release(f), 0);
+    return d;
+}
+
+static void test_ff_roundtrip(void **state)
+{
+    fixture *fx = fx_new(BS, TAG);
+    uint8_t *d = e2e_write(fx);
+    /* a version 2 file with a valid footer right after the slots */
+    int fd = open(fx->path, O_RDONLY);
+    uint8_t head[FMT_MARKER_LEN];
+    fmt_marker m;
+    assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
+    assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
+    assert_int_equal(m.version, 2);
+    fmt2_footer ft;
+    uint64_t alloc, len = path_len(fx->path, &alloc);
+    assert_int_equal(fmt2_footer_read(fd, len, BS, &ft), FMT_OK);
+    assert_int_equal(ft.size, E_SIZE);
+    assert_int_equal(ft.j_len, 0);
+    assert_int_equal(ft.tail + FMT2_FOOTER_LEN, len);
+    fmt2_scan_result sr;
+    assert_int_equal(fmt2_scan(fd, len, BS, 1, &sr), FMT_OK);
+    assert_int_equal(sr.n_blocks, ft.n_blocks);
+    assert_int_equal(sr.size, E_SIZE);
+    assert_int_equal(sr.valid_end, ft.tail);
+    close(fd);
+    /* 5 MiB of text compresses well and the 2 MiB of holes take no room */
+    assert_true(alloc < (3u << 20));
+    check_with_lz4_tool(fx->path, d, E_SIZE);
+    fx_check_lz4f(fx, d, E_SIZE);
+    fx_check_read(fx, O_RDONLY, d, E_SIZE);
+    fx_check_read(fx, O_RDWR, d, E_SIZE);
+    assert_int_equal(path_len(fx->path, NULL), len);   /* nothing to repair: untouched */
+    uint64_t size;
+    int own;
+    fd = open(fx->path, O_RDONLY);
+    assert_int_equal(ff_stat_size(fx->env, fd, &size, &own), 0);
+    assert_int_equal(size, E_SIZE);
+    assert_true(own);
+    close(fd);
+    free(d);
+    fx_free(fx);
+}
+
+/* Rewriting 10 bytes in place costs one block's slot, not a copy of the file. */
+static void test_ff_small_rewrite(void **state)
+{
+    fixture *fx = fx_new(BS, TAG);
+    uint8_t *d = e2e_write(fx);
+    uint64_t before = path_len(fx->path, NULL);
+    ff_file *f;
+    assert_int_equal(ff_open(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
+    for (int k = 0; k < 20; k++) {
+        uint64_t at = (1u << 20) + 333 + (uint64_t)k * 7 * BS / 3;
+        memcpy(d + at, "0123456789", 10);
+        assert_int_equal(ff_write(f, "0123456789", 10, (off_t)at), 0);
+        assert_int_equal(ff_flush(f, k & 1), 0);
+        assert_true(path_len(fx->path, NULL) <= before + BS + (64u << 10));
+    }
+    /* and in a hole */
+    memcpy(d + (4u << 20), "hole", 4);
+    assert_int_equal(ff_write(f, "hole", 4, 4 << 20), 0);
+    assert_int_equal(ff_flush(f, 1), 0);
+    assert_true(path_len(fx->path, NULL) <= before + BS + (64u << 10));
+    assert_int_equal(ff_release(f), 0);
+    assert_true(path_len(fx->path, NULL) <= before + BS + (64u << 10));
+    check_with_lz4_tool(fx->path, d, E_SIZE);
+    fx_check_read(fx, O_RDONLY, d, E_SIZE);
+    fx_check_read(fx, O_RDWR, d, E_SIZE);
+    free(d);
+    fx_free(fx);
+}
+
+/* A second environment on the fixture's engine whose log goes to a file. */
+typedef struct {
+    ff_env *env;
+    lg_log *log;
+    char path[64];
+} logged;
+
+static void logged_new(logged *l, fixture *fx)
+{
+    sb_super sb;
+    ff_options opt = {0, 64u << 20};
+    assert_int_equal(sb_init(&sb, fx->bs), SB_OK);
+    int fd = tmp_file(l->path, sizeof(l->path));
+    close(fd);
+    l->log = lg_open(l->path, 0, TAG);
+    assert_non_null(l->log);
+    l->env = ff_env_new(fx->eng, &sb, &opt, l->log);
+    assert_non_null(l->env);
+}
+
+static void logged_free(logged *l)
+{
+    ff_env_free(l->env);
+    lg_close(l->log);
+    unlink(l->path);
+}
+
+static int log_has(const logged *l, const char *what)
+{
+    size_t n;
+    uint8_t *b = fx_slurp(l->path, &n);
+    b[n] = 0;
+    int has = strstr((char *)b, what) != NULL;
+    free(b);
+    return has;
+}
+
+static uint64_t repairs(ff_env *env)
+{
+    ff_stats s;
+    ff_env_stats(env, &s);
+    return s.repairs;
+}
+
+/* Opens (read-write, repairing) and reads: every block is the one of `a` or of `b` (the
+ * states before and after a commit), never anything else, and nothing past either. Returns
+ * the size read. Afterwards the file has a valid footer and opens without a repair. */
+static uint64_t check_consistent(fixture *fx, logged *l, const uint8_t *a, uint64_t na,
+                                 const uint8_t *b, uint64_t nb)
+{
+    ff_file *f;
+    assert_int_equal(ff_open(l->env, open(fx->path, O_RDWR), "t", &f), 0);
+    uint64_t size = ff_size(f), max = na > nb ? na : nb;
+    assert_true(size <= max);
+    uint8_t *got = malloc(size + 1);
+    size_t g;
+    assert_int_equal(ff_read(f, got, size + 1, 0, &g), 0);
+    assert_int_equal(g, size);
+    for (uint64_t off = 0; off < size; off += BS) {
+        uint64_t n = size - off < BS ? size - off : BS;
+        int is_a = off + n <= na && memcmp(got + off, a + off, n) == 0;
+        int is_b = off + n <= nb && memcmp(got + off, b + off, n) == 0;
+        if (!is_a && !is_b)
+            fail_msg("block %llu of a file of %llu bytes is neither state",
+                     (unsigned long long)(off / BS), (unsigned long long)size);
+    }
+    assert_int_equal(ff_release(f), 0);
+    free(got);
+    int fd = open(fx->path, O_RDONLY);
+    fmt2_footer ft;
+    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), BS, &ft), FMT_OK);
+    assert_int_equal(ft.size, size);
+    close(fd);
+    uint64_t r = repairs(l->env);
+    assert_int_equal(ff_open(l->env, open(fx->path, O_RDWR), "t", &f), 0);
+    assert_int_equal(ff_size(f), size);
+    assert_int_equal(ff_release(f), 0);
+    assert_int_equal(repairs(l->env), r);
+    return size;
+}
+
+/* Cut at many lengths (a torn footer, journal or slot): the open repairs it (a log line,
+ * a footer rewritten) and reads a prefix of the content, never garbage. */
+static void test_ff_torn(void **state)
+{
+    fixture *fx = fx_new(BS, TAG);
+    logged l;
+    logged_new(&l, fx);
+    uint8_t *d = e2e_write(fx);
+    /* a small in-place rewrite whose journal stays at rest */
+    ff_file *f;
+    uint8_t *d2 = malloc(E_SIZE);
+    memcpy(d2, d, E_SIZE);
+    memcpy(d2 + (2u << 20) + 5, "0123456789", 10);
+    assert_int_equal(ff_open(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
+    assert_int_equal(ff_write(f, "0123456789", 10, (2 << 20) + 5), 0);
+    assert_int_equal(ff_flush(f, 1), 0);
+    assert_int_equal(ff_release(f), 0);
+    size_t n;
+    uint8_t *whole = fx_slurp(fx->path, &n);
+    const uint64_t cuts[] = {1, 8, 32, 63, 64, 65, 100, 200, 1000, 5000, 70000, 300000,
+                             n / 2, n - FMT_MARKER_LEN - 1, n - FMT_MARKER_LEN};
+    for (size_t k = 0; k < sizeof(cuts) / sizeof(*cuts); k++) {
+        if (cuts[k] > n - FMT_MARKER_LEN)
+            continue;
+        save(fx->path, whole, n - cuts[k]);
+        uint64_t r = repairs(l.env);
+        uint64_t size = check_consistent(fx, &l, d2, E_SIZE, d2, E_SIZE);
+        assert_true(size <= E_SIZE);
+        assert_int_equal(repairs(l.env), r + 1);
+        assert_true(log_has(&l, "repaired a torn file"));
+    }
+    /* the marker alone: an empty file */
+    save(fx->path, whole, FMT_MARKER_LEN);
+    assert_int_equal(check_consistent(fx, &l, d2, E_SIZE, d2, E_SIZE), 0);
+    free(whole);
+    free(d2);
+    free(d);
+    logged_free(&l);
+    fx_free(fx);
+}
+
+/* A commit caught after its journal and footer, before its slot: the open rewrites the slot
+ * from the journal (a log line); cut as well, the blocks are the old ones or the new ones. */
+static void test_ff_interrupted_commit(void **state)
+{
+    fixture *fx = fx_new(BS, TAG);
+    logged l;
+    logged_new(&l, fx);
+    uint8_t *d = e2e_write(fx);
+    size_t n_old, n_new;
+    uint8_t *old = fx_slurp(fx->path, &n_old);
+    uint8_t *d2 = malloc(E_SIZE);
+    memcpy(d2, d, E_SIZE);
+    uint64_t at = (1u << 20) + 2 * BS + 17;
+    memcpy(d2 + at, "ABCDEFGHIJ", 10);
+    ff_file *f;
+    assert_int_equal(ff_open(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
+    assert_int_equal(ff_write(f, "ABCDEFGHIJ", 10, (off_t)at), 0);
+    assert_int_equal(ff_flush(f, 0), 0);
+    assert_int_equal(ff_release(f), 0);
+    uint8_t *now = fx_slurp(fx->path, &n_new);
+    int fd = open(fx->path, O_RDONLY);
+    fmt2_footer ft;
+    assert_int_equal(fmt2_footer_read(fd, n_new, BS, &ft), FMT_OK);
+    close(fd);
+    if (ft.j_len == 0) {
+        /* the commit settled its journal: nothing left to interrupt */
+        skip();
+    }
+    /* put the old slot back */
+    uint64_t blk = at / BS, s = fmt2_slot_off(BS, blk);
+    memcpy(now + s, old + s, fmt2_slot_len(BS));
+    save(fx->path, now, n_new);
+    assert_int_equal(check_consistent(fx, &l, d2, E_SIZE, d2, E_SIZE), E_SIZE);
+    assert_true(log_has(&l, "finished an interrupted commit"));
+    fx_check_read(fx, O_RDONLY, d2, E_SIZE);
+    /* the same, on a read-only mount: read from the journal, nothing written */
+    save(fx->path, now, n_new);
+    {
+        sb_super sb;
+        ff_options ro = {1, 64u << 20};
+        assert_int_equal(sb_init(&sb, BS), SB_OK);
+        ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
+        ff_file *g;
+        uint8_t *buf = malloc(E_SIZE);
+        size_t got;
+        assert_int_equal(ff_open(env, open(fx->path, O_RDONLY), "t", &g), 0);
+        assert_int_equal(ff_read(g, buf, E_SIZE, 0, &got), 0);
+        assert_int_equal(got, E_SIZE);
+        assert_memory_equal(buf, d2, E_SIZE);
+        assert_int_equal(ff_release(g), 0);
+        size_t n2;
+        uint8_t *after = fx_slurp(fx->path, &n2);
+        assert_int_equal(n2, n_new);
+        assert_memory_equal(after, now, n_new);
+        free(after);
+        free(buf);
+        ff_env_free(env);
+    }
+    /* and cut: the footer gone, the old slot is what the walk finds */
+    for (uint64_t cut = 1; cut < 200; cut += 37) {
+        save(fx->path, now, n_new - cut);
+        check_consistent(fx, &l, d, E_SIZE, d2, E_SIZE);
+    }
+    free(now);
+    free(old);
+    free(d2);
+    free(d);
+    logged_free(&l);
+    fx_free(fx);
+}
+
+static void chk_quiet(void *ctx, const char *line) { (*(int *)ctx)++; }
+
+/* fsck's checker on a clean version 2 file: nothing to find, nothing to write. FAILS at the
+ * time of writing: fs/chk.c checks every own file by the version 1 rules (see the report of
+ * the commit that added this test). */
+static void test_chk_clean_v2(void **state)
+{
+    fixture *fx = fx_new(BS, TAG);
+    uint8_t *d = e2e_write(fx);
+    size_t n1, n2;
+    uint8_t *before = fx_slurp(fx->path, &n1);
+    for (int mode = CHK_CHECK; mode <= CHK_PREEN; mode++) {
+        chk_result r;
+        int lines = 0, fd = open(fx->path, mode == CHK_CHECK ? O_RDONLY : O_RDWR);
+        assert_int_equal(chk_file(fd, (chk_mode)mode, chk_quiet, &lines, &r), 0);
+        close(fd);
+        assert_int_equal(r.kind, CHK_OWN);
+        assert_int_equal(r.found, 0);
+        assert_int_equal(r.fixed, 0);
+        assert_int_equal(lines, 0);
+        uint8_t *after = fx_slurp(fx->path, &n2);
+        assert_int_equal(n2, n1);
+        assert_memory_equal(after, before, n1);
+        free(after);
+    }
+    free(before);
+    free(d);
+    fx_free(fx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frame_roundtrip),
+        cmocka_unit_test(test_frame_rejections),
+        cmocka_unit_test(test_footer),
+        cmocka_unit_test(test_journal),
+        cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_scan_file_decodes),
+        cmocka_unit_test(test_scan_missing_padding),
+        cmocka_unit_test(test_scan_bad_blocks),
+        cmocka_unit_test(test_holes_sparse),
+        cmocka_unit_test(test_ff_roundtrip),
+        cmocka_unit_test(test_ff_small_rewrite),
+        cmocka_unit_test(test_ff_torn),
+        cmocka_unit_test(test_ff_interrupted_commit),
+        cmocka_unit_test(test_chk_clean_v2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
