@@ -1,11 +1,12 @@
 /* Private to the ff_* files: the state of an open file and the functions they share.
  *
- * The commit protocol: docs/FORMAT.md explains why each step is ordered as it is; in short:
- * new frames are written hidden at the end of the file, then a seek table that lists what
- * this commit reveals and retires, then (after a sync when anything is retired, so a crash
- * can never lose the old data before the new is on disk) the headers are flipped. Open
- * completes an interrupted commit from the seek table, or rebuilds the table from the
- * visible frames when the table itself is torn.
+ * The commit protocols: docs/FORMAT.md explains why each step is ordered as it is. Version
+ * 2 (every new file, ff_slots.c): each block has its slot; appends and holes go to their
+ * slots, in-place rewrites go to a journal named by the footer first. Version 1: new frames
+ * are written hidden at the end of the file, then a seek table that lists what this commit
+ * reveals and retires, then (after a sync when anything is retired) the headers are flipped.
+ * Open completes an interrupted commit (journal or seek table), or rebuilds from the slots
+ * or visible frames when the footer or table itself is torn.
  *
  * Which file holds what:
  *   ffile.c      the mount's environment (ff_env_*), ff_open, ff_create, ff_release,
@@ -16,7 +17,8 @@
  *   ff_commit.c  the plan of a commit, engine jobs, frames, the seek table, adopting what
  *                was written, ff_commit, and the streaming batches in the engine
  *   ff_repair.c  loading an own file's seek table, finishing interrupted commits,
- *                rebuilding the table of a torn file, reading the marker */
+ *                rebuilding the table of a torn file, reading the marker
+ *   ff_slots.c   version 2: commits, streaming bricks, opening, rollback */
 #ifndef FPGALZ4FS_FF_INTERNAL_H
 #define FPGALZ4FS_FF_INTERNAL_H
 
