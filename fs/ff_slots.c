@@ -8,6 +8,7 @@
  * may hold data an fsync promised (or the caller wants durability): rewriting data no one
  * was promised needs only the order that the page cache keeps for a killed daemon. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -215,6 +216,25 @@ static fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_
     return e;
 }
 
+/* A slot's padding was given back to the backing filesystem, so a frame that grows needs
+ * new space: it is reserved before the journal becomes the commit, so that a full disk
+ * fails the commit cleanly instead of tearing a slot the journal would have to redo. */
+static int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t at = fmt2_slot_off(f->bs, e[k].block);
+        uint64_t len = (e[k].frame_len ? e[k].frame_len : FMT2_HOLE_HEAD) + 8;
+        if (fallocate(f->fd, FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) < 0 &&
+            errno != EOPNOTSUPP && errno != ENOSYS)
+            return -errno;
+        if (!e[k].frame_len &&
+            fallocate(f->fd, FALLOC_FL_KEEP_SIZE, (off_t)(at + FMT2_HOLE_HEAD + e[k].len),
+                      FMT2_HOLE_TAIL + 8) < 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+            return -errno;
+    }
+    return 0;
+}
+
 static int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
                              uint64_t *len)
 {
@@ -290,8 +310,10 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, const ff2_target
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
     if (!e)
         return -ENOMEM;
-    uint64_t at = t->shrink ? (f->v2.eof > t->tail ? f->v2.eof : t->tail) : t->tail, jlen;
-    int rc = ff2_write_journal(f, e, n_j, at, &jlen);
+    uint64_t at = t->shrink ? (f->v2.eof > t->tail ? f->v2.eof : t->tail) : t->tail, jlen = 0;
+    int rc = ff2_reserve_slots(f, e, n_j);
+    if (rc == 0)
+        rc = ff2_write_journal(f, e, n_j, at, &jlen);
     free(e);
     int sync = t->durable || promised;
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, sync ? t->n : t->fresh);
