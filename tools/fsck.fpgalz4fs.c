@@ -2,14 +2,20 @@
  * repaired (fs/chk.c does the work; docs/TOOLS.md has the rules and the exit codes).
  *
  * It holds the store lock for the whole run, so it never runs beside a daemon. Findings go to
- * stdout, one line each prefixed with the file's path; the summary is the last line. */
+ * stdout, one line each prefixed with the file's path; the summary is the last line.
+ *
+ * --convert rewrites every own file of format version 1 that its check leaves without
+ * problems as a version 2 file, in place (tools/tl_convert.c, shared with mkfpgalz4fs
+ * --compress-existing). */
 #include "chk.h"
 #include "sb.h"
+#include "tl_convert.h"
 #include "tl_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +23,7 @@
 #include <unistd.h>
 
 #define FK_NAME "fsck.fpgalz4fs"
-#define FK_USAGE "usage: " FK_NAME " [-n|-y] [-v] DIR"
+#define FK_USAGE "usage: " FK_NAME " [-n|-y] [-v] [--convert] DIR"
 
 /* Exit status bits, as e2fsck's. */
 enum { FK_CLEAN = 0, FK_CORRECTED = 1, FK_LEFT = 4, FK_OPERATIONAL = 8, FK_USAGE_ERR = 16,
@@ -25,6 +31,7 @@ enum { FK_CLEAN = 0, FK_CORRECTED = 1, FK_LEFT = 4, FK_OPERATIONAL = 8, FK_USAGE
 
 typedef struct {
     int no, yes, verbose;
+    int convert;                       /* --convert: version 1 files become version 2 */
     const char *dir;
 } fk_options;
 
@@ -46,6 +53,9 @@ typedef struct {
     fk_inode *seen;                    /* hard-linked files already checked */
     size_t n_seen, cap_seen;
     int status;
+    /* --convert */
+    tl_conv tc;
+    uint64_t converted, conv_links, conv_left, conv_failed, stale, bytes_in, bytes_out;
 } fk_state;
 
 static void fk_help(void)
@@ -58,12 +68,17 @@ static void fk_help(void)
            "  -y          repair everything repairable without asking\n"
            "              (neither: ask on a terminal, otherwise repair only what the\n"
            "              daemon would repair by itself at open)\n"
-           "  -v          name every file checked\n"
+           "  -v          name every file checked (and every file of format version 1)\n"
+           "  --convert   after its check, rewrite every file of format version 1 as\n"
+           "              version 2, in place (owner, mode, times and extended\n"
+           "              attributes kept; hard-linked files and files with problems\n"
+           "              left are not converted); safe to interrupt and run again;\n"
+           "              a conversion counts as a correction. Not with -n\n"
            "  -h, --help  show this help\n"
            "  --version   show the version\n"
            "\n"
-           "Exit status: 0 clean, 1 errors corrected, 4 errors left, 8 operational error,\n"
-           "16 usage error (bits combined).\n");
+           "Exit status: 0 clean, 1 errors corrected (or files converted), 4 errors left,\n"
+           "8 operational error, 16 usage error (bits combined).\n");
 }
 
 static const tl_tool fk_tool = {FK_NAME, FK_USAGE, FK_USAGE_ERR};
@@ -73,12 +88,14 @@ static int fk_parse_args(int argc, char **argv, fk_options *o)
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"convert", no_argument, NULL, 'C'},
         {NULL, 0, NULL, 0},
     };
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "nyvh", longopts, NULL)) != -1) {
         switch (c) {
+        case 'C': o->convert = 1; break;
         case 'n': o->no = 1; break;
         case 'y': o->yes = 1; break;
         case 'v': o->verbose = 1; break;
@@ -89,6 +106,9 @@ static int fk_parse_args(int argc, char **argv, fk_options *o)
     }
     if (o->no && o->yes)
         return tl_usage_error(&fk_tool, "-n and -y exclude each other", NULL);
+    if (o->no && o->convert)
+        return tl_usage_error(&fk_tool, "-n and --convert exclude each other (-n writes "
+                              "nothing; -n -v names the files of format version 1)", NULL);
     int rc = tl_take_dir(&fk_tool, argc, argv, optind, &o->dir);
     return rc ? rc : FK_CONTINUE;
 }
@@ -153,6 +173,16 @@ static int fk_seen(fk_state *s, const struct stat *st)
     return 0;
 }
 
+__attribute__((format(printf, 2, 3))) static void fk_line(fk_state *s, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fk_say(s, line);
+}
+
 static int fk_ask(fk_state *s)
 {
     char line[64];
@@ -214,6 +244,73 @@ static int fk_open_file(int dirfd, const char *name, const struct stat *st, int 
     return fd;
 }
 
+/* A file of format version 1, after its check (r): named under -v; under --convert,
+ * rewritten as version 2 unless the check left problems or it has hard links. fd is the
+ * descriptor the check used. */
+static void fk_version1(fk_state *s, int dirfd, const char *name, int fd, const chk_result *r)
+{
+    struct stat st;
+    uint64_t stored = 0;
+    int v = fstat(fd, &st) < 0 ? -errno : tl_file_version(fd, (uint64_t)st.st_size);
+    if (v < 0) {
+        fk_line(s, "cannot read the format version: %s", strerror(-v));
+        s->failed++, s->status |= FK_OPERATIONAL;
+        return;
+    }
+    /* a damaged marker the check left: a version 1 file (only those are recognised so) */
+    int left = (r->found & ~r->fixed) != 0;
+    if (v != 1 && !(v == 0 && left && (r->found & CHK_P_MARKER)))
+        return;
+    if (!s->o->convert) {
+        if (s->o->verbose)
+            fk_line(s, "format version 1: fsck --convert rewrites it as version 2");
+        return;
+    }
+    if (left) {
+        fk_line(s, "format version 1: not converted to version 2 (problems left, see above)");
+        s->conv_left++;
+        return;
+    }
+    if (st.st_nlink > 1) {
+        fk_line(s, "format version 1: has %llu hard links: not converted to version 2 (a "
+                "rename would split them)", (unsigned long long)st.st_nlink);
+        s->conv_links++;
+        return;
+    }
+    int rc = tl_convert(&s->tc, dirfd, name, s->rel, fd, &st, TL_SRC_OWN, &stored);
+    if (rc < 0) {
+        fk_line(s, "format version 1: not converted to version 2 (left as it was): %s",
+                rc == -EBUSY ? "changed while being converted" : strerror(-rc));
+        s->conv_failed++, s->status |= FK_OPERATIONAL;
+        return;
+    }
+    uint64_t was = (uint64_t)st.st_blocks * 512;
+    fk_line(s, "format version 1: converted to version 2 (%llu bytes on disk, were %llu)",
+            (unsigned long long)stored, (unsigned long long)was);
+    s->converted++, s->status |= FK_CORRECTED;
+    s->bytes_in += was, s->bytes_out += stored;
+}
+
+/* --convert: temporaries of an interrupted conversion (of this tool or of mkfpgalz4fs
+ * --compress-existing) go first. */
+static int fk_stale(void *ctx, int dirfd, const char *name, const char *rel,
+                    const struct stat *st)
+{
+    fk_state *s = ctx;
+    int rc = st ? tl_conv_remove_stale(dirfd, name) : 0;
+    if (rc > 0) {
+        s->stale++;
+        if (s->o->verbose)
+            printf("%s/%s: stale temporary of an interrupted conversion: removed\n", s->o->dir,
+                   rel);
+    } else if (rc < 0) {
+        printf("%s/%s: cannot remove a stale temporary of an interrupted conversion: %s\n",
+               s->o->dir, rel, strerror(-rc));
+        s->failed++, s->status |= FK_OPERATIONAL;
+    }
+    return 0;
+}
+
 static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
                    const struct stat *st)
 {
@@ -228,8 +325,8 @@ static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
     }
     s->done++;
     fk_bar(s);
-    if (fk_seen(s, st))
-        return 0;
+    if (fk_seen(s, st) || (s->o->convert && chk_is_convert_name(name)))
+        return 0;                      /* a temporary the first walk could not remove */
     int writable = s->mode != CHK_CHECK || s->ask;
     int fd = fk_open_file(dirfd, name, st, writable);
     if (fd < 0) {
@@ -242,8 +339,8 @@ static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
     int rc = fk_check_fd(s, fd, s->ask ? CHK_CHECK : s->mode, &r);
     if (rc == 0 && s->ask && (r.found & ~CHK_P_UNREPAIRABLE) && fk_ask(s))
         rc = fk_check_fd(s, fd, CHK_REPAIR, &r);
-    close(fd);
     if (rc < 0) {
+        close(fd);
         s->failed++, s->status |= FK_OPERATIONAL;
         return 0;
     }
@@ -254,6 +351,9 @@ static int fk_file(void *ctx, int dirfd, const char *name, const char *rel,
                                                                             : "foreign");
     }
     fk_tally(s, &r);
+    if (r.kind == CHK_OWN)
+        fk_version1(s, dirfd, name, fd, &r);
+    close(fd);
     return 0;
 }
 
@@ -266,9 +366,8 @@ static int fk_fail(const char *dir, const char *what)
 }
 
 /* Takes the lock the daemon holds while mounted, then reads the superblock. */
-static int fk_open_store(const char *dir, int *dirfd, int *lock_fd)
+static int fk_open_store(const char *dir, int *dirfd, int *lock_fd, sb_super *sb)
 {
-    sb_super sb;
     *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (*dirfd < 0)
         return fk_fail(dir, errno == ENOENT ? "no such directory" : strerror(errno));
@@ -280,7 +379,7 @@ static int fk_open_store(const char *dir, int *dirfd, int *lock_fd)
                             "first");
     if (e != SB_OK)
         return fk_fail(dir, e == SB_ERR_IO ? strerror(errno) : sb_error_name(e));
-    e = sb_read(*dirfd, &sb);
+    e = sb_read(*dirfd, sb);
     if (e == SB_ERR_NEWER)
         return fk_fail(dir, "store has a newer format version than this build; not checking it");
     if (e != SB_OK) {
@@ -301,6 +400,13 @@ static void fk_summary(const fk_state *s)
            (unsigned long long)s->repaired, (unsigned long long)s->to_repair,
            (unsigned long long)s->unrepairable, (unsigned long long)s->bad_blocks,
            (unsigned long long)s->failed);
+    if (s->o->convert)
+        printf(FK_NAME ": %s: %llu files converted to version 2 (%llu bytes on disk, now %llu), "
+               "not converted: %llu hard-linked, %llu with problems left, %llu failed; %llu "
+               "stale temporaries removed\n", s->o->dir, (unsigned long long)s->converted,
+               (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
+               (unsigned long long)s->conv_links, (unsigned long long)s->conv_left,
+               (unsigned long long)s->conv_failed, (unsigned long long)s->stale);
 }
 
 int main(int argc, char **argv)
@@ -310,7 +416,8 @@ int main(int argc, char **argv)
     if (status != FK_CONTINUE)
         return status;
     int dirfd = -1, lock_fd = -1;
-    status = fk_open_store(o.dir, &dirfd, &lock_fd);
+    sb_super sb;
+    status = fk_open_store(o.dir, &dirfd, &lock_fd, &sb);
     if (status != FK_CONTINUE) {
         if (dirfd >= 0)
             close(dirfd);
@@ -319,10 +426,22 @@ int main(int argc, char **argv)
     fk_state s = {.o = &o, .bar = isatty(STDERR_FILENO)};
     s.mode = o.no ? CHK_CHECK : o.yes ? CHK_REPAIR : CHK_PREEN;
     s.ask = !o.no && !o.yes && isatty(STDIN_FILENO);
+    if (o.convert) {
+        char err[256];
+        if (tl_conv_open(&s.tc, &sb, err, sizeof(err)) < 0) {
+            fprintf(stderr, FK_NAME ": cannot open the compression engine: %s\n", err);
+            close(lock_fd);
+            close(dirfd);
+            return FK_OPERATIONAL;
+        }
+        chk_walk(dirfd, fk_stale, &s);
+    }
     if (s.bar)
         chk_walk(dirfd, fk_count, &s);
     chk_walk(dirfd, fk_file, &s);
     fk_summary(&s);
+    if (o.convert)
+        tl_conv_close(&s.tc);
     free(s.seen);
     close(lock_fd);
     close(dirfd);

@@ -8,13 +8,12 @@
  * daemon. --compress-existing (under the store lock too) rewrites each foreign file through
  * the same writer the daemon uses (ff_create, ff_write, ff_release on the software engine)
  * into a temporary file next to it, copies owner, mode, extended attributes and times, syncs
- * it and renames it over the original: an interrupted run leaves every file whole. */
+ * it and renames it over the original: an interrupted run leaves every file whole
+ * (tools/tl_convert.c, shared with fsck.fpgalz4fs --convert). */
 #include "chk.h"
-#include "eng.h"
-#include "ffile.h"
-#include "fmt.h"
 #include "log.h"
 #include "sb.h"
+#include "tl_convert.h"
 #include "tl_util.h"
 
 #include <dirent.h>
@@ -25,15 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MK_NAME "mkfpgalz4fs"
 #define MK_USAGE "usage: " MK_NAME " [-b 64K|256K|1M|4M] [--force] [--adopt] " \
                  "[--compress-existing] DIR"
-#define MK_CHUNK (1u << 20)            /* bytes read from a foreign file at a time */
-#define MK_MEM (256ull << 20)          /* the writer's memory budget: a mount's default mem_mb */
 
 enum { MK_EXIT_OK = 0, MK_EXIT_FAIL = 1, MK_EXIT_USAGE = 2, MK_CONTINUE = -1 };
 
@@ -222,9 +218,7 @@ static int mk_format(int dirfd, const mk_options *o)
 typedef struct {
     int dirfd;
     const char *dir;
-    eng_ctx *eng;
-    ff_env *env;
-    uint8_t *buf;                      /* MK_CHUNK bytes */
+    tl_conv tc;
     int bar, bar_shown;
     struct timespec last_bar;
     uint64_t total_bytes, done_bytes;
@@ -273,17 +267,11 @@ __attribute__((format(printf, 3, 4))) static void mk_note(mk_conv *c, const char
  * foreign only because its marker is damaged is left for fsck.fpgalz4fs (2). */
 static int mk_classify(int fd, const struct stat *st)
 {
-    uint8_t h[FMT_MARKER_LEN];
-    fmt_marker m;
-    if ((uint64_t)st->st_size >= FMT_MARKER_LEN) {
-        int rc = fmt_pread_all(fd, h, sizeof(h), 0);
-        if (rc < 0)
-            return rc;
-        if (fmt_marker_decode(h, sizeof(h), &m) != FMT_ERR_FOREIGN)
-            return 1;
-    }
+    int rc = tl_file_version(fd, (uint64_t)st->st_size);
+    if (rc != 0)
+        return rc < 0 ? rc : 1;
     chk_result r;
-    int rc = chk_file(fd, CHK_CHECK, NULL, NULL, &r);
+    rc = chk_file(fd, CHK_CHECK, NULL, NULL, &r);
     return rc < 0 ? rc : r.kind == CHK_OWN ? 2 : 0;
 }
 
@@ -294,11 +282,12 @@ static int mk_survey(void *ctx, int dirfd, const char *name, const char *rel,
     mk_conv *c = ctx;
     if (!st)
         return 0;
-    if (chk_is_convert_name(name)) {
-        if (unlinkat(dirfd, name, 0) == 0)
+    int rc = tl_conv_remove_stale(dirfd, name);
+    if (rc != 0) {
+        if (rc > 0)
             c->stale++;
         else
-            mk_note(c, rel, "cannot remove a stale temporary: %s", strerror(errno));
+            mk_note(c, rel, "cannot remove a stale temporary: %s", strerror(-rc));
         return 0;
     }
     if (st->st_nlink == 1)
@@ -306,126 +295,17 @@ static int mk_survey(void *ctx, int dirfd, const char *name, const char *rel,
     return 0;
 }
 
-/* Copies the logical content of src into f, skipping holes (they become zero blocks). */
-static int mk_copy(mk_conv *c, int src, ff_file *f, uint64_t size)
+static void mk_progress(void *ctx, uint64_t bytes)
 {
-    uint64_t off = 0;
-    while (off < size) {
-        off_t data = lseek(src, (off_t)off, SEEK_DATA), hole;
-        if (data < 0 && errno == ENXIO)
-            break;
-        if (data < 0)
-            data = (off_t)off, hole = (off_t)size;          /* no SEEK_DATA: all data */
-        else if ((hole = lseek(src, data, SEEK_HOLE)) < 0)
-            hole = (off_t)size;
-        for (uint64_t pos = (uint64_t)data; pos < (uint64_t)hole;) {
-            size_t want = (uint64_t)hole - pos < MK_CHUNK ? (size_t)((uint64_t)hole - pos) : MK_CHUNK;
-            ssize_t n = pread(src, c->buf, want, (off_t)pos);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                return n < 0 ? -errno : -EIO;              /* shrank under us */
-            int rc = ff_write(f, c->buf, (size_t)n, (off_t)pos);
-            if (rc < 0)
-                return rc;
-            pos += (uint64_t)n;
-            c->done_bytes += (uint64_t)n;
-            mk_bar(c, 0);
-        }
-        off = (uint64_t)hole;
-    }
-    c->done_bytes += size - off;
-    return ff_size(f) < size ? ff_truncate(f, (off_t)size) : 0;
-}
-
-static int mk_copy_xattrs(int src, int dst)
-{
-    ssize_t n = flistxattr(src, NULL, 0);
-    if (n <= 0)
-        return n < 0 && errno != ENOTSUP ? -errno : 0;
-    char *names = malloc((size_t)n);
-    int rc = names ? 0 : -ENOMEM;
-    if (rc == 0 && (n = flistxattr(src, names, (size_t)n)) < 0)
-        rc = -errno;
-    for (char *p = names; rc == 0 && p < names + (n > 0 ? n : 0); p += strlen(p) + 1) {
-        ssize_t len = fgetxattr(src, p, NULL, 0);
-        void *val = len >= 0 ? malloc(len ? (size_t)len : 1) : NULL;
-        if (len < 0 || !val)
-            rc = len < 0 ? -errno : -ENOMEM;
-        else if ((len = fgetxattr(src, p, val, (size_t)len)) < 0 ||
-                 fsetxattr(dst, p, val, (size_t)len, 0) < 0)
-            rc = -errno;
-        free(val);
-    }
-    free(names);
-    return rc;
-}
-
-/* Owner first (it clears set-id bits), then extended attributes (ACLs among them), the mode,
- * the times (nothing writes the file after them) and a sync, before the rename. */
-static int mk_copy_meta(int src, int dst, const struct stat *st)
-{
-    struct timespec ts[2] = {st->st_atim, st->st_mtim};
-    if (fchown(dst, st->st_uid, st->st_gid) < 0)
-        return -errno;
-    int rc = mk_copy_xattrs(src, dst);
-    if (rc == 0 && fchmod(dst, st->st_mode & 07777) < 0)
-        rc = -errno;
-    if (rc == 0 && futimens(dst, ts) < 0)
-        rc = -errno;
-    if (rc == 0 && fsync(dst) < 0)
-        rc = -errno;
-    return rc;
-}
-
-static int mk_same_file(const struct stat *a, const struct stat *b)
-{
-    return a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-/* Writes the converted copy of src into the temporary tmp; -errno on failure. Whatever has
- * the temporary's name (a leftover the survey did not remove because it is no regular file,
- * such as a symlink someone planted to make root write elsewhere) is unlinked, which never
- * follows it, and the temporary is made afresh with O_EXCL | O_NOFOLLOW. */
-static int mk_convert_into(mk_conv *c, int dirfd, const char *tmp, const char *rel, int src,
-                           const struct stat *st, uint64_t *stored)
-{
-    if (unlinkat(dirfd, tmp, 0) < 0 && errno != ENOENT)
-        return -errno;
-    int out = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (out < 0)
-        return -errno;
-    int keep = dup(out), rc;
-    ff_file *f = NULL;
-    if (keep < 0) {
-        rc = -errno;
-        close(out);
-        return rc;
-    }
-    rc = ff_create(c->env, out, rel, &f);          /* owns out from here */
-    if (rc == 0) {
-        rc = mk_copy(c, src, f, (uint64_t)st->st_size);
-        int rc2 = ff_release(f);
-        rc = rc < 0 ? rc : rc2;
-    }
-    struct stat now, done;
-    if (rc == 0)
-        rc = mk_copy_meta(src, keep, st);
-    if (rc == 0 && fstat(src, &now) == 0 && !mk_same_file(st, &now))
-        rc = -EBUSY;
-    if (rc == 0 && fstat(keep, &done) == 0)
-        *stored = (uint64_t)done.st_size;
-    close(keep);
-    return rc;
+    mk_conv *c = ctx;
+    c->done_bytes += bytes;
+    mk_bar(c, 0);
 }
 
 static int mk_convert(void *ctx, int dirfd, const char *name, const char *rel,
                       const struct stat *st)
 {
     mk_conv *c = ctx;
-    char tmp[64];
     uint64_t stored = 0;
     if (!st) {
         mk_note(c, rel, "cannot read directory: %s", strerror(errno));
@@ -452,21 +332,7 @@ static int mk_convert(void *ctx, int dirfd, const char *name, const char *rel,
         c->done_bytes += st->st_nlink == 1 ? (uint64_t)st->st_size : 0;
         return 0;
     }
-    /* the directory's times go back too: a conversion is not a change of its entries */
-    struct stat dir_st;
-    int dir_times = fstat(dirfd, &dir_st) == 0;
-    chk_convert_name((uint64_t)st->st_ino, tmp, sizeof(tmp));
-    int rc = mk_convert_into(c, dirfd, tmp, rel, src, st, &stored);
-    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
-        rc = -errno;
-    if (rc < 0)
-        unlinkat(dirfd, tmp, 0);
-    if (dir_times) {
-        struct timespec ts[2] = {dir_st.st_atim, dir_st.st_mtim};
-        (void)futimens(dirfd, ts);
-    }
-    if (rc == 0)
-        (void)fsync(dirfd);
+    int rc = tl_convert(&c->tc, dirfd, name, rel, src, st, TL_SRC_PLAIN, &stored);
     close(src);
     if (rc < 0) {
         mk_note(c, rel, rc == -EBUSY ? "changed while being converted: left as it was"
@@ -476,28 +342,6 @@ static int mk_convert(void *ctx, int dirfd, const char *name, const char *rel,
     }
     c->converted++;
     c->bytes_in += (uint64_t)st->st_size, c->bytes_out += stored;
-    return 0;
-}
-
-static int mk_conv_open(mk_conv *c, const sb_super *sb)
-{
-    char err[256];
-    eng_config cfg = {.backend = ENG_BACKEND_SW, .block_size = sb->block_size};
-    eng_ctx *eng = c->eng = eng_open(&cfg, err, sizeof(err));
-    if (!eng) {
-        fprintf(stderr, MK_NAME ": cannot open the compression engine: %s\n", err);
-        return -1;
-    }
-    ff_options opt = {.read_only = 0, .mem_bytes = MK_MEM};
-    c->env = ff_env_new(eng, sb, &opt, NULL);
-    c->buf = malloc(MK_CHUNK);
-    if (!c->env || !c->buf) {
-        free(c->buf);
-        ff_env_free(c->env);
-        eng_close(eng);
-        fprintf(stderr, MK_NAME ": out of memory\n");
-        return -1;
-    }
     return 0;
 }
 
@@ -518,15 +362,17 @@ static int mk_compress_existing(int dirfd, const char *dir, int *lock_fd)
         return MK_EXIT_FAIL;
     }
     mk_conv c = {.dirfd = dirfd, .dir = dir, .bar = isatty(STDERR_FILENO)};
+    char err[256];
     chk_walk(dirfd, mk_survey, &c);
-    if (mk_conv_open(&c, &sb) < 0)
+    if (tl_conv_open(&c.tc, &sb, err, sizeof(err)) < 0) {
+        fprintf(stderr, MK_NAME ": cannot open the compression engine: %s\n", err);
         return MK_EXIT_FAIL;
+    }
+    c.tc.progress = mk_progress, c.tc.progress_ctx = &c;
     chk_walk(dirfd, mk_convert, &c);
     mk_bar_clear(&c);
-    free(c.buf);
-    ff_env_free(c.env);
-    eng_close(c.eng);
-    printf(MK_NAME ": %s: converted %llu files (%llu bytes, now %llu stored), %llu already in "
+    tl_conv_close(&c.tc);
+    printf(MK_NAME ": %s: converted %llu files (%llu bytes, now %llu on disk), %llu already in "
            "the format, %llu hard-linked skipped, %llu failed, %llu stale temporaries removed\n",
            dir, (unsigned long long)c.converted, (unsigned long long)c.bytes_in,
            (unsigned long long)c.bytes_out, (unsigned long long)c.own,

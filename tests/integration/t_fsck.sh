@@ -7,8 +7,8 @@
 # (mtime kept), after which the file reads through a mount as expected and decodes with
 # lz4 -d, and a second run finds nothing. A flipped byte in a block is reported and left
 # alone. A mounted store is refused; usage errors exit 16; on a terminal it asks.
-# The files are of format version 1 (mounted with file_version=1): t_fsck2 does the same for
-# version 2 files.
+# The damage is that of format version 1 (seek table, frames of several blocks), so every
+# file here is written by mounts with -o file_version=1.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$FSCK"
 BLOCK_SIZE=64K
@@ -215,7 +215,7 @@ check "a refused fsck wrote nothing" cmp "$WS/snap.mounted" <(snapshot "$B")
 # ---- store B: one flipped byte in a block is reported, never touched
 B2="$WS/b2"
 format_store "$B2" -b 64K >/dev/null
-check "mount store B" mount_at "$B2" "$WS/m2"
+check "mount store B" mount_at "$B2" "$WS/m2" file_version=1
 cp "$SRC/base" "$WS/m2/f"
 check "unmount store B" umount_at "$WS/m2" "$DAEMON_PID"
 blk2=$(fmt block "$B2/f" 2)
@@ -241,7 +241,7 @@ check "unmount store B" umount_at "$WS/m2" "$DAEMON_PID"
 # ---- on a terminal without -n or -y: asks for each file (answers y, then n)
 B3="$WS/b3"
 format_store "$B3" -b 64K >/dev/null
-check "mount store C" mount_at "$B3" "$WS/m3"
+check "mount store C" mount_at "$B3" "$WS/m3" file_version=1
 cp "$SRC/base" "$WS/m3/a" && cp "$SRC/base" "$WS/m3/b"
 check "unmount store C" umount_at "$WS/m3" "$DAEMON_PID"
 truncate -s "$(fmt tstart "$B3/a")" "$B3/a"
