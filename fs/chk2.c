@@ -83,6 +83,18 @@ static void chk2_padding(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail
                  "here; reads through the mount are right)");
 }
 
+/* What the mount reads of a slot whose frame does not parse: the size word at its fixed
+ * place, the data and their checksum, decoded. */
+static int chk2_block_reads(chk2_ctx *c, const uint8_t *p, size_t avail, uint32_t want)
+{
+    if (avail < FMT_FRAME_HEADER_LEN + 4)
+        return 0;
+    uint32_t word = fmt_get32(p + FMT_FRAME_HEADER_LEN), s = fmt_word_size(word);
+    if (s == 0 || s > c->bs || FMT_FRAME_HEADER_LEN + fmt_block_len(word) > avail)
+        return 0;
+    return fmt_block_decode(word, p + FMT_FRAME_HEADER_LEN + 4, c->dec, want) == FMT_OK;
+}
+
 static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
 {
     const fmt2_footer *ft = &c->rec->ft;
@@ -92,6 +104,11 @@ static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
     uint32_t len, word, flen;
     fmt_error err = p ? fmt2_frame_parse(p, avail, c->bs, 1, &len, &word, &flen)
                       : FMT_ERR_CORRUPT;
+    if (err == FMT_ERR_CORRUPT && p && chk2_block_reads(c, p, avail, want)) {
+        chk2_bad(c, CHK_P_WALK, i, "frame header or end damaged (lz4 -d stops here; reads "
+                 "through the mount are right)");
+        return;
+    }
     if (err != FMT_OK) {
         chk2_bad(c, CHK_P_BLOCK, i, err == FMT_ERR_CHECKSUM ? "block checksum mismatch"
                                                            : "no valid frame in its slot");
@@ -128,9 +145,11 @@ static void chk2_report(chk2_ctx *c, int write)
         p = CHK_P_TORN;
         chk2_say(c, "footer not right behind the slots: put back there");
     }
-    if (r->journal_bad)
-        chk2_say(c, "the journal of the last commit is damaged; its blocks are read as "
-                 "they are");
+    if (r->journal_bad) {
+        p |= CHK_P_INTENTS;
+        chk2_say(c, "the journal of the last commit is damaged; its blocks are read as they "
+                 "are: %s", write ? "the footer no longer names it" : "a repair drops it");
+    }
     c->r->found |= p;
     if (write)
         c->r->fixed |= p;
@@ -141,7 +160,7 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, chk_say_fn 
 {
     fmt2_recovery rec;
     int write = mode >= CHK_PREEN;
-    fmt_error err = fmt2_recover(fd, file_len, bs, write, fmt2_zero_sum(bs), &rec);
+    fmt_error err = fmt2_recover(fd, file_len, bs, write, 0, &rec);
     if (err != FMT_OK)
         return -fmt_errno(err);
     chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs)};

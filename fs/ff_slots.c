@@ -505,7 +505,7 @@ int ff2_load(ff_file *f, uint64_t file_len)
 {
     fmt2_recovery r;
     int ro = f->env->opt.read_only;
-    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, ff2_zsum(f, f->bs), &r);
+    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, f->v2.zsum, &r);
     int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
     if (rc == 0) {
         ff2_take(f, r.ft.size, r.ft.n_blocks);

@@ -385,8 +385,8 @@ static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2
         if (fmt2_slot_matches(fd, bs, e, tmp))
             continue;
         r->replayed++;
-        if (write && fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len,
-                                     e->frame ? 0 : (e->len == bs ? zsum : fmt2_zero_sum(e->len)),
+        uint32_t sum = e->frame ? 0 : e->len == bs && zsum ? zsum : fmt2_zero_sum(e->len);
+        if (write && fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len, sum,
                                      fmt2_slot_end(bs, e->block, ft)) < 0)
             err = FMT_ERR_IO;
     }
@@ -439,7 +439,7 @@ fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32
         return err;
     if (r->ft.j_len && (err = fmt2_replay(fd, bs, write, zsum, r)) != FMT_OK)
         return err;
-    int odd = r->ft.j_len ? r->ft.j_off != r->ft.tail
+    int odd = r->ft.j_len ? r->ft.j_off != r->ft.tail || r->journal_bad
                           : file_len != r->ft.tail + FMT2_FOOTER_LEN;
     if (!write || (!r->replayed && !odd))
         return FMT_OK;

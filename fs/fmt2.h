@@ -131,7 +131,8 @@ typedef struct {
 } fmt2_recovery;
 
 /* Footer, journal replay and settling, or the walk and a new footer. write 0 changes
- * nothing (a read-only mount, fsck -n). Returns FMT_OK or the error that stopped it. */
+ * nothing (a read-only mount, fsck -n). zsum: fmt2_zero_sum(bs) when known, else 0 (it is
+ * computed only if a hole is replayed). Returns FMT_OK or the error that stopped it. */
 fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
                        fmt2_recovery *r);
 void fmt2_recovery_free(fmt2_recovery *r);
