@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -177,11 +178,35 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, chk_say_fn 
     return rc;
 }
 
-/* A hole's data were never written: the backing file has no data there. */
-static int chk2_is_hole(int fd, uint64_t at, uint32_t len)
+/* Whether len bytes at off read as zeros (a short range: at most two pages). */
+static int chk2_reads_zero(int fd, uint64_t off, uint64_t len)
 {
-    off_t d = lseek(fd, (off_t)(at + FMT2_HOLE_HEAD), SEEK_DATA);
-    return (d < 0 && errno == ENXIO) || (d >= 0 && (uint64_t)d >= at + FMT2_HOLE_HEAD + len);
+    uint8_t buf[8192];
+    while (len > 0) {
+        size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+        if (fmt_pread_all(fd, buf, n, off) < 0)
+            return 0;
+        for (size_t i = 0; i < n; i++)
+            if (buf[i])
+                return 0;
+        off += n, len -= n;
+    }
+    return 1;
+}
+
+/* A hole is a raw block whose data read as zeros. Its data were never written, so whole
+ * pages of it hold no data (SEEK_DATA skips them); the pages it shares with its neighbours'
+ * frames hold data, so those two ends are read. */
+static int chk2_is_hole(int fd, uint64_t at, uint32_t len, uint64_t page)
+{
+    uint64_t lo = at + FMT2_HOLE_HEAD, hi = lo + len;
+    uint64_t a = (lo + page - 1) / page * page, b = hi / page * page;
+    if (a >= b)
+        return chk2_reads_zero(fd, lo, len);
+    off_t d = lseek(fd, (off_t)a, SEEK_DATA);
+    if (!(d < 0 && errno == ENXIO) && !(d >= 0 && (uint64_t)d >= b))
+        return 0;
+    return chk2_reads_zero(fd, lo, a - lo) && chk2_reads_zero(fd, b, hi - b);
 }
 
 int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
@@ -197,6 +222,8 @@ int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
     if (err != FMT_OK)
         return -fmt_errno(err);
     out->logical = ft.size, out->blocks = ft.n_blocks;
+    struct stat st;
+    uint64_t page = fstat(fd, &st) == 0 && st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
     for (uint64_t i = 0; i < ft.n_blocks; i++) {
         uint8_t h[FMT2_HOLE_HEAD];
         uint64_t at = fmt2_slot_off(bs, i);
@@ -205,7 +232,7 @@ int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
         uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN);
         if (!(word & FMT_RAW_BIT))
             continue;
-        if (chk2_is_hole(fd, at, fmt_word_size(word)))
+        if (chk2_is_hole(fd, at, fmt_word_size(word), page))
             out->zero_blocks++;
         else
             out->raw_blocks++;
