@@ -568,6 +568,22 @@ static void dm_log_engine(struct fs_daemon *dm)
                   "(%s), not run on hardware", eng_backend_option(c->backend), name);
 }
 
+/* Backing descriptors open files may keep: the open-file limit less what everything else
+ * needs at once (directory streams, a few per request in flight, the engine, FUSE, the
+ * log), so that however many files users hold open, the daemon can still open what the
+ * next request needs. Past it, idle files close theirs (ff_fds.c). */
+static uint64_t dm_fd_budget(struct fs_daemon *dm)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    uint64_t lim = (uint64_t)rl.rlim_cur, spare = lim / 4 > 1024 ? lim / 4 : 1024;
+    uint64_t max = lim > spare + 64 ? lim - spare : 64;
+    lg_printf(dm->fs.log, LG_INFO, "open files keep at most %llu backing descriptors",
+              (unsigned long long)max);
+    return max;
+}
+
 static int dm_open_engine(struct fs_daemon *dm)
 {
     char err[256] = "";
@@ -592,13 +608,15 @@ static int dm_open_engine(struct fs_daemon *dm)
                        err[0] ? err : "unknown reason");
     dm_log_engine(dm);
     ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20,
-                     .file_version = (uint32_t)dm->cfg.file_version};
+                     .file_version = (uint32_t)dm->cfg.file_version,
+                     .fd_max = dm_fd_budget(dm)};
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);
     if (!dm->fs.env)
         return dm_fail(dm, "cannot set up the file layer (out of memory?)");
     int e = in_table_new(dm->fs.root_fd, dm->fs.log, &dm->fs.tab);
     if (e)
         return dm_fail(dm, "%s: cannot set up the inode table: %s", dm->backing, strerror(-e));
+    op_bind_reopen(&dm->fs);
     return 0;
 }
 

@@ -18,7 +18,8 @@
  *                was written, ff_commit, and the streaming batches in the engine
  *   ff_repair.c  loading an own file's seek table, finishing interrupted commits,
  *                rebuilding the table of a torn file, reading the marker
- *   ff_slots.c   version 2: commits, streaming bricks, opening, rollback */
+ *   ff_slots.c   version 2: commits, streaming bricks, opening, rollback
+ *   ff_fds.c     bounded backing descriptors: idle files close theirs, reopen on use */
 #ifndef FPGALZ4FS_FF_INTERNAL_H
 #define FPGALZ4FS_FF_INTERNAL_H
 
@@ -74,7 +75,7 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
-        repairs, corrupt_blocks;
+        repairs, corrupt_blocks, fd_closes, fd_reopens;
 } ff_counters;
 
 struct ff_env_s {
@@ -88,7 +89,16 @@ struct ff_env_s {
     _Atomic uint64_t dirty_bytes;      /* memory held by dirty blocks of every file and by
                                           compressed outputs in flight */
     ff_counters n;
+    ff_reopen_fn reopen;               /* gives a parked file its descriptor back */
+    void *reopen_ctx;
+    pthread_mutex_t fd_lock;           /* the fields below and every file's fd_state and
+                                          lru links (ff_fds.c) */
+    ff_file *lru_head, *lru_tail;      /* files in FF_FD_OPEN, most recently used first */
+    uint64_t n_fds;                    /* descriptors held by files (OPEN and HELD) */
 };
+
+/* A file's backing descriptor (ff_fds.c). */
+enum { FF_FD_HELD = 0, FF_FD_OPEN, FF_FD_PARKED };
 
 /* Lock order: ff_file.lock, then the cache's lock (inside bc_*), then the log's. */
 struct ff_file_s {
@@ -98,7 +108,12 @@ struct ff_file_s {
                                           without the lock above; whatever destroys stored
                                           bytes or reuses their offsets (retiring frames,
                                           starting the file over) holds it exclusive */
-    int fd;                            /* the backing file, owned */
+    int fd;                            /* the backing file, owned; -1 while parked: use it
+                                          only after ff_lock (or with f->io held) */
+    int fd_state;                      /* FF_FD_* (env->fd_lock) */
+    ff_file *lru_prev, *lru_next;      /* env's LRU list while FF_FD_OPEN (env->fd_lock) */
+    void *reopen_arg;                  /* the caller's name for the file, for env->reopen */
+    int reopen_flags;                  /* open(2) flags the descriptor was opened with */
     char name[256];                    /* for log lines */
     uint64_t id;                       /* cache key, unique per open state */
     int foreign;                       /* no marker: bytes pass through */
@@ -180,6 +195,12 @@ uint64_t ff_unbricked(const ff_file *f);
 int ff_load_own(ff_file *f, uint64_t file_len);
 int ff_identify(int fd, uint64_t file_len, uint32_t *bs, uint32_t *version, const char *name,
                 lg_log *log);
+
+/* ff_fds.c */
+int ff_lock(ff_file *f);               /* f->lock, with the descriptor open; on an error
+                                          (it could not be reopened) the lock is not held */
+void ff_fds_add(ff_file *f);           /* a new file's descriptor counts (FF_FD_HELD) */
+void ff_fds_remove(ff_file *f);        /* before the descriptor is closed for good */
 
 /* ff_slots.c: version 2 */
 int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable);

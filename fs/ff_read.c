@@ -178,10 +178,13 @@ static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_
 
 int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
 {
-    pthread_mutex_lock(&f->lock);
+    *got = 0;
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
     if (!f->foreign)
         return ff_read_own(f, buf, len, (uint64_t)off, got);
-    int rc = ff_pread_foreign(f, buf, len, off, got);
+    rc = ff_pread_foreign(f, buf, len, off, got);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
@@ -194,8 +197,9 @@ static int ff_block_is_hole(const ff_file *f, uint64_t i)
 
 off_t ff_lseek(ff_file *f, off_t off, int whence)
 {
-    pthread_mutex_lock(&f->lock);
-    off_t r;
+    off_t r = ff_lock(f);
+    if (r < 0)
+        return r;
     if (f->foreign) {
         r = lseek(f->fd, off, whence);
         r = r < 0 ? -errno : r;

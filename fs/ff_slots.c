@@ -158,7 +158,7 @@ static int ff2_new_tail(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t *
         *tail = FMT_MARKER_LEN;
         return 0;
     }
-    uint64_t flen;
+    uint64_t flen = 0;
     const ff2_frame *last = fr->n && fr->v[fr->n - 1].block == n - 1 ? &fr->v[fr->n - 1] : NULL;
     int rc = 0;
     if (last)

@@ -253,8 +253,9 @@ int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
 {
     if (off < 0)
         return -EINVAL;
-    pthread_mutex_lock(&f->lock);
-    int rc = 0;
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
     if (f->foreign) {
         size_t done = 0;
         while (rc == 0 && done < len) {
@@ -273,8 +274,9 @@ int ff_truncate(ff_file *f, off_t size)
 {
     if (size < 0)
         return -EINVAL;
-    pthread_mutex_lock(&f->lock);
-    int rc;
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
     if (f->foreign) {
         rc = ftruncate(f->fd, size) < 0 ? -errno : 0;
     } else {
@@ -289,9 +291,11 @@ int ff_truncate(ff_file *f, off_t size)
 
 int ff_flush(ff_file *f, int durable)
 {
-    pthread_mutex_lock(&f->lock);
-    int rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
-                        : ff_commit(f, durable, FF_COMMIT_FULL);
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
+                    : ff_commit(f, durable, FF_COMMIT_FULL);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
@@ -326,8 +330,9 @@ int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
 {
     if (off < 0 || len <= 0)
         return -EINVAL;
-    pthread_mutex_lock(&f->lock);
-    int rc = 0, keep = mode & FALLOC_FL_KEEP_SIZE;
+    int rc = ff_lock(f), keep = mode & FALLOC_FL_KEEP_SIZE;
+    if (rc < 0)
+        return rc;
     uint64_t end = (uint64_t)off + (uint64_t)len;
     if (f->foreign) {
         rc = fallocate(f->fd, mode, off, len) < 0 ? -errno : 0;

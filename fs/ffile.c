@@ -22,6 +22,7 @@ ff_env *ff_env_new(eng_ctx *eng, const sb_super *sb, const ff_options *opt, lg_l
     if (!env)
         return NULL;
     env->eng = eng, env->log = log, env->opt = *opt, env->sb = *sb;
+    pthread_mutex_init(&env->fd_lock, NULL);
     uint64_t slots = opt->mem_bytes / 2 / sb->block_size;
     env->cache = bc_new(sb->block_size, (uint32_t)(slots < 2 ? 2 : slots > 4096 ? 4096 : slots));
     env->zeros = calloc(1, FF_MAX_BLOCK);
@@ -39,6 +40,7 @@ void ff_env_free(ff_env *env)
         return;
     bc_free(env->cache);
     free(env->zeros);
+    pthread_mutex_destroy(&env->fd_lock);
     free(env);
 }
 
@@ -48,6 +50,8 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->blocks_copied = env->n.blocks_copied, o->blocks_decoded = env->n.blocks_decoded;
     o->cache_hits = env->n.cache_hits, o->repairs = env->n.repairs;
     o->corrupt_blocks = env->n.corrupt_blocks;
+    o->fds_open = ff_env_fds(env);
+    o->fd_closes = env->n.fd_closes, o->fd_reopens = env->n.fd_reopens;
 }
 
 static ff_file *ff_new(ff_env *env, int fd, const char *name)
@@ -60,6 +64,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
     snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
     pthread_mutex_init(&f->lock, NULL);
     pthread_rwlock_init(&f->io, NULL);
+    ff_fds_add(f);
     return f;
 }
 
@@ -69,7 +74,9 @@ static void ff_free(ff_file *f)
     for (uint64_t i = 0; i < f->n_blocks; i++)
         ff_drop_buf(f, &f->blk[i]);
     bc_forget_file(f->env->cache, f->id);
-    close(f->fd);
+    ff_fds_remove(f);
+    if (f->fd >= 0)
+        close(f->fd);
     pthread_mutex_destroy(&f->lock);
     pthread_rwlock_destroy(&f->io);
     free(f->blk);
@@ -150,9 +157,11 @@ void ff_discard(ff_file *f)
 
 int ff_release(ff_file *f)
 {
-    pthread_mutex_lock(&f->lock);
-    int rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
-    pthread_mutex_unlock(&f->lock);
+    int rc = ff_lock(f);
+    if (rc == 0) {
+        rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
+        pthread_mutex_unlock(&f->lock);
+    }
     ff_free(f);
     return rc;
 }
@@ -160,16 +169,15 @@ int ff_release(ff_file *f)
 uint64_t ff_size(ff_file *f)
 {
     struct stat st;
+    if (f->foreign)
+        return ff_fstat(f, &st) == 0 ? (uint64_t)st.st_size : 0;
     pthread_mutex_lock(&f->lock);
     uint64_t size = f->size;
-    if (f->foreign)
-        size = fstat(f->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
     pthread_mutex_unlock(&f->lock);
     return size;
 }
 
 int ff_is_foreign(const ff_file *f) { return f->foreign; }
-int ff_fd(const ff_file *f) { return f->fd; }
 
 void ff_get_mtime(ff_file *f, struct timespec *out)
 {
@@ -180,7 +188,8 @@ void ff_get_mtime(ff_file *f, struct timespec *out)
 
 void ff_set_mtime(ff_file *f, const struct timespec *ts)
 {
-    pthread_mutex_lock(&f->lock);
+    if (ff_lock(f) < 0)
+        return;                        /* logged; nothing to restore it onto */
     f->mtime = *ts;
     if (!f->foreign)
         ff_restore_mtime(f);

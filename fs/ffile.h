@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -29,6 +30,9 @@ typedef struct {
     uint64_t mem_bytes;                /* mem_mb: decoded-block cache plus dirty blocks */
     uint32_t file_version;             /* format of new files: 0 for the newest (2); 1 keeps
                                           the version 1 writer testable on its own */
+    uint64_t fd_max;                   /* backing descriptors open files may hold before
+                                          idle ones are closed (ff_set_reopen_arg); 0: no
+                                          bound */
 } ff_options;
 
 /* Shared by all files of one mount. The engine and log stay owned by the caller. */
@@ -67,7 +71,23 @@ int ff_is_foreign(const ff_file *f);
  * restored onto the backing file after each commit, since commits write the file. */
 void ff_get_mtime(ff_file *f, struct timespec *out);
 void ff_set_mtime(ff_file *f, const struct timespec *ts);
-int ff_fd(const ff_file *f);            /* the backing descriptor, for fstat and xattrs */
+
+/* Bounded descriptors. Past opt.fd_max, the least recently used idle files (nothing
+ * unstored, nothing being read) close their backing descriptor and get it back from fn
+ * when next used; fn(ctx, arg, flags) returns a new descriptor or -errno. Only files given
+ * an arg are ever closed; a file whose last name is gone keeps its descriptor (nothing
+ * could reopen it), and so does one given to ff_hold_fd: call it before removing what
+ * may be a file's last name. */
+typedef int (*ff_reopen_fn)(void *ctx, void *arg, int flags);
+void ff_env_set_reopen(ff_env *env, ff_reopen_fn fn, void *ctx);
+void ff_set_reopen_arg(ff_file *f, void *arg, int flags);
+int ff_hold_fd(ff_file *f);
+uint64_t ff_env_fds(ff_env *env);      /* descriptors open files hold now */
+/* The backing file, for metadata: a duplicate descriptor the caller closes, or fstat and
+ * fsync done here. */
+int ff_dup_fd(ff_file *f);
+int ff_fstat(ff_file *f, struct stat *st);
+int ff_fsync(ff_file *f);
 
 /* Logical size of a backing file that is not open, read-only (no repair): own files give
  * the seek table's size (or a scan's when the table is torn); foreign files their size.
@@ -83,6 +103,8 @@ typedef struct {
     uint64_t cache_hits;               /* reads served from the decoded-block cache */
     uint64_t repairs;                  /* torn files repaired */
     uint64_t corrupt_blocks;           /* checksum or decode failures seen by reads */
+    uint64_t fds_open;                 /* backing descriptors open files hold now */
+    uint64_t fd_closes, fd_reopens;    /* idle descriptors closed, and opened again */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

@@ -278,6 +278,17 @@ uint64_t in_nlookup(in_table *t, struct in_inode *n)
     return left;
 }
 
+struct in_inode *in_find_pin(in_table *t, dev_t dev, ino_t ino)
+{
+    struct in_key key = {dev, ino};
+    pthread_mutex_lock(&t->lock);
+    struct in_inode *n = in_find_locked(t, &key);
+    if (n)
+        n->pins++;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
 void in_pin(in_table *t, struct in_inode *n)
 {
     pthread_mutex_lock(&t->lock);

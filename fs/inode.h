@@ -97,6 +97,9 @@ uint64_t in_forget(in_table *t, struct in_inode *n, uint64_t count);
 /* The kernel's lookup references now (they may change as soon as the call returns). */
 uint64_t in_nlookup(in_table *t, struct in_inode *n);
 
+/* The inode of the backing object (dev, ino), pinned (in_unpin), if the table has it. */
+struct in_inode *in_find_pin(in_table *t, dev_t dev, ino_t ino);
+
 /* Open handles pin an inode: it outlives a forget until the last release. */
 void in_pin(in_table *t, struct in_inode *n);
 void in_unpin(in_table *t, struct in_inode *n);

@@ -101,9 +101,7 @@ static int op_meta_fd(struct op_fs *fs, struct in_inode *n)
         pthread_mutex_lock(&n->lock);
         if (n->file) {
             is_open = 1;
-            fd = fcntl(ff_fd(n->file), F_DUPFD_CLOEXEC, 0);
-            if (fd < 0)
-                fd = -errno;
+            fd = ff_dup_fd(n->file);
         }
         pthread_mutex_unlock(&n->lock);
         if (is_open)
@@ -175,16 +173,32 @@ static void op_reply_attr(fuse_req_t req, struct op_fs *fs, int err, const struc
  * itself; read-only when the mount or the backing file allows no more. */
 static int op_open_backing(struct op_fs *fs, struct in_inode *n, ff_file **out)
 {
-    int fd = in_open(fs->tab, n, fs->read_only ? O_RDONLY | O_NOATIME : O_RDWR);
+    int flags = fs->read_only ? O_RDONLY | O_NOATIME : O_RDWR;
+    int fd = in_open(fs->tab, n, flags);
     if (fd == -EPERM && fs->read_only)
-        fd = in_open(fs->tab, n, O_RDONLY);
+        fd = in_open(fs->tab, n, flags = O_RDONLY);
     if ((fd == -EACCES || fd == -EROFS) && !fs->read_only)
-        fd = in_open(fs->tab, n, O_RDONLY);
+        fd = in_open(fs->tab, n, flags = O_RDONLY);
     if (fd < 0)
         return fd;
     char path[PATH_MAX];
     op_fd_path(fd, path, sizeof(path));
-    return ff_open(fs->env, fd, path, out);
+    int err = ff_open(fs->env, fd, path, out);
+    if (!err)
+        ff_set_reopen_arg(*out, n, flags);
+    return err;
+}
+
+/* How a file whose idle descriptor was closed gets it back (ff_set_reopen_arg). */
+static int op_reopen(void *ctx, void *arg, int flags)
+{
+    struct op_fs *fs = ctx;
+    return in_open(fs->tab, arg, flags);
+}
+
+void op_bind_reopen(struct op_fs *fs)
+{
+    ff_env_set_reopen(fs->env, op_reopen, fs);
 }
 
 /* The logical size of a closed regular file, read from its seek table only when the backing
@@ -306,7 +320,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static int op_deleted(ff_file *f)
 {
     struct stat st;
-    return fstat(ff_fd(f), &st) == 0 && st.st_nlink == 0;
+    return ff_fstat(f, &st) == 0 && st.st_nlink == 0;
 }
 
 /* Frees n's shared state, ending its retention if it had one. Called with n->lock held and
@@ -575,6 +589,25 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
     op_reply_entry(req, op_log(fs, "symlink", in_get(fs->tab, parent), name, err), &e);
 }
 
+/* Before a name that may be the last of an open file goes, the file's descriptor is made
+ * to stay: once the name is gone nothing could reopen it (ff_hold_fd). */
+static void op_hold_victim(struct op_fs *fs, int dirfd, const char *name)
+{
+    struct stat st;
+    if (!fs->env || ff_env_fds(fs->env) == 0 ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink > 1)
+        return;
+    struct in_inode *n = in_find_pin(fs->tab, st.st_dev, st.st_ino);
+    if (!n)
+        return;
+    pthread_mutex_lock(&n->lock);
+    if (n->file)
+        ff_hold_fd(n->file);
+    pthread_mutex_unlock(&n->lock);
+    in_unpin(fs->tab, n);
+}
+
 static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int flags)
 {
     if (op_is_store_name(fs, parent, name))
@@ -582,6 +615,8 @@ static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int 
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
         return dirfd;
+    if (!(flags & AT_REMOVEDIR))
+        op_hold_victim(fs, dirfd, name);
     int err = op_err(unlinkat(dirfd, name, flags));
     close(dirfd);
     return err;
@@ -616,6 +651,8 @@ static int op_rename_names(struct op_fs *fs, fuse_ino_t parent, const char *name
         close(from);
         return to;
     }
+    if (!(flags & RENAME_EXCHANGE))
+        op_hold_victim(fs, to, newname);
     int err = op_err(renameat2(from, name, to, newname, flags));
     close(to);
     close(from);
@@ -894,22 +931,24 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 /* Installs a freshly created file's state in its inode. */
-static int op_install_new(struct op_fs *fs, ff_file *f, struct fuse_entry_param *e,
+static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entry_param *e,
                           struct fuse_file_info *fi)
 {
     struct in_inode *n;
     memset(e, 0, sizeof(*e));
-    int err = in_lookup_fd(fs->tab, ff_fd(f), &e->attr, &n);
+    int err = in_lookup_fd(fs->tab, fd, &e->attr, &n);
     if (err) {
         ff_release(f);
         return err;
     }
     in_pin(fs->tab, n);
     pthread_mutex_lock(&n->lock);
-    if (n->file)
+    if (n->file) {
         ff_release(f);                 /* cannot happen for a name made with O_EXCL */
-    else
+    } else {
         n->file = f;
+        ff_set_reopen_arg(f, n, O_RDWR);
+    }
     n->open_count++;
     n->writers += op_writable(fi);
     e->attr.st_size = (off_t)ff_size(n->file);
@@ -961,8 +1000,8 @@ static int op_create_file(struct op_fs *fs, fuse_req_t req, int dirfd, const cha
     op_fd_path(fd, path, sizeof(path));
     ff_file *f;
     err = ff_create(fs->env, fd, path, &f);
-    if (!err)
-        err = op_install_new(fs, f, e, fi);
+    if (!err)                          /* fd stays f's until ff_set_reopen_arg */
+        err = op_install_new(fs, f, fd, e, fi);
     if (err)
         unlinkat(dirfd, name, 0);
     return err;
@@ -1038,7 +1077,7 @@ static int op_fsync_file(ff_file *f, int datasync)
 {
     int err = ff_flush(f, 1);
     if (!err && !datasync)
-        err = op_err(fsync(ff_fd(f)));
+        err = ff_fsync(f);
     return err;
 }
 
@@ -1266,7 +1305,8 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"commits", fst.commits},    {"blocks_written", fst.blocks_written},
         {"blocks_copied", fst.blocks_copied}, {"blocks_decoded", fst.blocks_decoded},
         {"cache_hits", fst.cache_hits}, {"repairs", fst.repairs},
-        {"corrupt_blocks", fst.corrupt_blocks},
+        {"corrupt_blocks", fst.corrupt_blocks}, {"fds_open", fst.fds_open},
+        {"fd_closes", fst.fd_closes}, {"fd_reopens", fst.fd_reopens},
     };
     int len = snprintf(buf, cap, "backend=%s\n", fs->eng ? eng_backend_name(fs->eng) : "none");
     size_t pos = len < 0 ? 0 : (size_t)len;

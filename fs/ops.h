@@ -36,6 +36,10 @@ struct op_fs {
     atomic_uint retained;              /* files kept after a failed last commit (in_inode) */
 };
 
+/* Lets open files close idle backing descriptors (ff_options.fd_max) and reopen them by
+ * handle through fs's inode table; once fs->env and fs->tab are set. */
+void op_bind_reopen(struct op_fs *fs);
+
 /* Fills ops with every handler of the daemon. */
 void op_fill(struct fuse_lowlevel_ops *ops);
 

@@ -23,8 +23,8 @@ int tl_conv_open(tl_conv *c, const sb_super *sb, char *err, size_t cap)
     c->eng = eng_open(&cfg, err, cap);
     if (!c->eng)
         return -1;
-    ff_options out = {.read_only = 0, .mem_bytes = TL_OUT_MEM, .file_version = 0};
-    ff_options in = {.read_only = 1, .mem_bytes = TL_IN_MEM, .file_version = 0};
+    ff_options out = {.read_only = 0, .mem_bytes = TL_OUT_MEM, .file_version = 0, .fd_max = 0};
+    ff_options in = {.read_only = 1, .mem_bytes = TL_IN_MEM, .file_version = 0, .fd_max = 0};
     c->out_env = ff_env_new(c->eng, sb, &out, NULL);
     c->in_env = ff_env_new(c->eng, sb, &in, NULL);
     c->buf = malloc(TL_CHUNK);

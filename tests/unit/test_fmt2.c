@@ -765,7 +765,7 @@ typedef struct {
 static void logged_new(logged *l, fixture *fx)
 {
     sb_super sb;
-    ff_options opt = {0, 64u << 20, 0};
+    ff_options opt = {0, 64u << 20, 0, 0};
     assert_int_equal(sb_init(&sb, fx->bs), SB_OK);
     int fd = tmp_file(l->path, sizeof(l->path));
     close(fd);
@@ -915,7 +915,7 @@ static void test_ff_interrupted_commit(void **state)
     save(fx->path, now, n_new);
     {
         sb_super sb;
-        ff_options ro = {1, 64u << 20, 0};
+        ff_options ro = {1, 64u << 20, 0, 0};
         assert_int_equal(sb_init(&sb, BS), SB_OK);
         ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
         ff_file *g;

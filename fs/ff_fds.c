@@ -1,0 +1,225 @@
+/* Bounded backing descriptors: an open file keeps its descriptor while it is used; past
+ * opt.fd_max descriptors, the least recently used idle files close theirs and reopen it,
+ * through the environment's reopen function, the next time they are used.
+ *
+ * Why: every file open through the mount would otherwise hold a descriptor, so users of an
+ * allow_other mount could open files until the daemon's open-file limit is reached, and
+ * then no other user could open, create or even stat anything. With a bound, what one user
+ * holds open costs memory (the small ff_file state), not the daemon's descriptors.
+ *
+ * Each file's descriptor is in one of three states (f->fd_state, under env->fd_lock):
+ *   FF_FD_HELD    open and never closed for idleness: no reopen function was given, its
+ *                 last name is gone (nothing could reopen it by handle), or ff_hold_fd
+ *   FF_FD_OPEN    open, on the LRU list, closable while idle
+ *   FF_FD_PARKED  closed (f->fd is -1); ff_lock reopens it
+ * Idle means: nothing dirty, no brick in the engine, no read decoding (f->io free); a file
+ * with unstored data always keeps its descriptor.
+ *
+ * Lock order: f->lock, then env->fd_lock. Closing another file's descriptor takes that
+ * file's lock and io lock with trylock while holding env->fd_lock, so it never waits. */
+#include "ff_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FF_FD_TRIM_TRIES 16u           /* busy files looked past per trim: bounds its work */
+
+static void ff_lru_unlink(ff_env *env, ff_file *f)
+{
+    if (f->lru_prev)
+        f->lru_prev->lru_next = f->lru_next;
+    else
+        env->lru_head = f->lru_next;
+    if (f->lru_next)
+        f->lru_next->lru_prev = f->lru_prev;
+    else
+        env->lru_tail = f->lru_prev;
+    f->lru_prev = f->lru_next = NULL;
+}
+
+static void ff_lru_push(ff_env *env, ff_file *f)
+{
+    f->lru_prev = NULL, f->lru_next = env->lru_head;
+    if (env->lru_head)
+        env->lru_head->lru_prev = f;
+    else
+        env->lru_tail = f;
+    env->lru_head = f;
+}
+
+/* Called with env->fd_lock held and victim's two locks taken: closes its descriptor unless
+ * it is busy or unlinked. Returns 1 when the descriptor was closed. */
+static int ff_park_locked(ff_env *env, ff_file *v)
+{
+    if (v->n_dirty || v->n_batches || v->deferred_err)
+        return 0;
+    struct stat st;
+    if (fstat(v->fd, &st) == 0 && st.st_nlink == 0) {
+        ff_lru_unlink(env, v);         /* no name is left to reopen it by */
+        v->fd_state = FF_FD_HELD;
+        return 0;
+    }
+    ff_lru_unlink(env, v);
+    close(v->fd);
+    v->fd = -1;
+    v->fd_state = FF_FD_PARKED;
+    env->n_fds--;
+    env->n.fd_closes++;
+    return 1;
+}
+
+/* Called with env->fd_lock held: closes idle descriptors from the cold end until the count
+ * is within the bound, never self's, looking past at most FF_FD_TRIM_TRIES busy ones. */
+static void ff_trim_locked(ff_env *env, const ff_file *self)
+{
+    unsigned tries = 0;
+    ff_file *v = env->lru_tail;
+    while (env->opt.fd_max && env->n_fds > env->opt.fd_max && v && tries < FF_FD_TRIM_TRIES) {
+        ff_file *prev = v->lru_prev;
+        int closed = 0;
+        if (v != self && pthread_mutex_trylock(&v->lock) == 0) {
+            if (pthread_rwlock_trywrlock(&v->io) == 0) {
+                closed = ff_park_locked(env, v);
+                pthread_rwlock_unlock(&v->io);
+            }
+            pthread_mutex_unlock(&v->lock);
+        }
+        tries += !closed;
+        v = prev;
+    }
+}
+
+void ff_fds_add(ff_file *f)
+{
+    ff_env *env = f->env;
+    pthread_mutex_lock(&env->fd_lock);
+    f->fd_state = FF_FD_HELD;
+    env->n_fds++;
+    pthread_mutex_unlock(&env->fd_lock);
+}
+
+void ff_fds_remove(ff_file *f)
+{
+    ff_env *env = f->env;
+    pthread_mutex_lock(&env->fd_lock);
+    if (f->fd_state == FF_FD_OPEN)
+        ff_lru_unlink(env, f);
+    if (f->fd_state != FF_FD_PARKED)
+        env->n_fds--;
+    f->fd_state = FF_FD_PARKED;
+    pthread_mutex_unlock(&env->fd_lock);
+}
+
+void ff_set_reopen_arg(ff_file *f, void *arg, int flags)
+{
+    ff_env *env = f->env;
+    pthread_mutex_lock(&f->lock);
+    f->reopen_arg = arg, f->reopen_flags = flags;
+    pthread_mutex_lock(&env->fd_lock);
+    if (f->fd_state == FF_FD_HELD && env->reopen && env->opt.fd_max) {
+        f->fd_state = FF_FD_OPEN;
+        ff_lru_push(env, f);
+        ff_trim_locked(env, f);
+    }
+    pthread_mutex_unlock(&env->fd_lock);
+    pthread_mutex_unlock(&f->lock);
+}
+
+/* Called with f->lock held: reopens a parked descriptor and marks the file recently used. */
+static int ff_fd_ready(ff_file *f)
+{
+    ff_env *env = f->env;
+    if (f->fd_state == FF_FD_PARKED) {
+        int fd = env->reopen(env->reopen_ctx, f->reopen_arg, f->reopen_flags);
+        if (fd < 0) {
+            lg_printf(env->log, LG_ERR, "%s: cannot reopen the backing file: %s", f->name,
+                      strerror(-fd));
+            return fd == -ENOENT || fd == -ESTALE ? -EIO : fd;
+        }
+        f->fd = fd;
+        env->n.fd_reopens++;
+    }
+    pthread_mutex_lock(&env->fd_lock);
+    if (f->fd_state == FF_FD_PARKED) {
+        f->fd_state = FF_FD_OPEN;
+        env->n_fds++;
+        ff_lru_push(env, f);
+        ff_trim_locked(env, f);
+    } else if (f->fd_state == FF_FD_OPEN && env->lru_head != f) {
+        ff_lru_unlink(env, f);
+        ff_lru_push(env, f);
+    }
+    pthread_mutex_unlock(&env->fd_lock);
+    return 0;
+}
+
+int ff_lock(ff_file *f)
+{
+    pthread_mutex_lock(&f->lock);
+    int rc = ff_fd_ready(f);
+    if (rc < 0)
+        pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_hold_fd(ff_file *f)
+{
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&f->env->fd_lock);
+    if (f->fd_state == FF_FD_OPEN)
+        ff_lru_unlink(f->env, f);
+    f->fd_state = FF_FD_HELD;
+    pthread_mutex_unlock(&f->env->fd_lock);
+    pthread_mutex_unlock(&f->lock);
+    return 0;
+}
+
+int ff_dup_fd(ff_file *f)
+{
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    int fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+    rc = fd < 0 ? -errno : fd;
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_fstat(ff_file *f, struct stat *st)
+{
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    rc = fstat(f->fd, st) < 0 ? -errno : 0;
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+int ff_fsync(ff_file *f)
+{
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    rc = fsync(f->fd) < 0 ? -errno : 0;
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+void ff_env_set_reopen(ff_env *env, ff_reopen_fn fn, void *ctx)
+{
+    env->reopen = fn, env->reopen_ctx = ctx;
+}
+
+uint64_t ff_env_fds(ff_env *env)
+{
+    pthread_mutex_lock(&env->fd_lock);
+    uint64_t n = env->n_fds;
+    pthread_mutex_unlock(&env->fd_lock);
+    return n;
+}
