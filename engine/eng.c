@@ -23,12 +23,23 @@
 #define ENG_SMALL_JOB 1024u            /* below this a card run costs more than it saves */
 #define ENG_QUEUE_JOBS 1024u           /* jobs waiting for a brick */
 #define ENG_POLL_NS 100000u            /* dispatcher poll period while runs are in flight */
+#define ENG_OFF_POLL_NS 10000000u      /* and while only written-off sets are out */
 #define ENG_BACKOFF_MIN_NS 50000000ull
 #define ENG_BACKOFF_MAX_NS 5000000000ull
 
+/* A buffer set, as the dispatcher sees it. A run that timed out or whose start failed
+ * cannot be cancelled, and the card may still read or write the set's buffers: the set is
+ * written off, never refilled and never waited for, until the device says the run is over
+ * (poll no longer ENG_RUN_RUNNING). */
+typedef enum {
+    ENG_SLOT_FREE = 0,                 /* may be filled and started */
+    ENG_SLOT_RUNNING,                  /* a run of ours is in flight */
+    ENG_SLOT_OFF,                      /* written off: the card may still hold the buffers */
+} eng_slot_state;
+
 typedef struct {
     eng_brick brick;                   /* the tasks of the run in flight */
-    int in_flight;
+    eng_slot_state state;
     uint64_t started_ns;
 } eng_slot;
 
@@ -40,7 +51,7 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t bricks_card, bricks_sw, blocks_card, blocks_sw, fallback_busy,
-        fallback_error, fallback_small, bytes_in, bytes_out;
+        fallback_error, fallback_small, bytes_in, bytes_out, sets_written_off, sets_recovered;
 } eng_counters;
 
 struct eng_ctx_s {
@@ -59,7 +70,8 @@ struct eng_ctx_s {
     unsigned q_head, q_count;
     eng_slot *slots;                   /* n_cus * n_sets; only the dispatcher touches them */
     eng_cu *cus;
-    unsigned slots_in_flight;
+    unsigned slots_in_flight;          /* slots in ENG_SLOT_RUNNING */
+    unsigned slots_off;                /* slots in ENG_SLOT_OFF */
     uint64_t backoff_ns, backoff_until_ns;
     uint64_t episode_ns;               /* when the latest rest began: runs started before
                                           it failed in that episode */
@@ -168,7 +180,7 @@ static int eng_free_slot(eng_ctx *eng, unsigned *cu_out, unsigned *set_out)
         if (found && eng->cus[cu].in_flight >= eng->cus[*cu_out].in_flight)
             continue;
         for (unsigned set = 0; set < eng->n_sets; set++)
-            if (!eng_slot_at(eng, cu, set)->in_flight) {
+            if (eng_slot_at(eng, cu, set)->state == ENG_SLOT_FREE) {
                 *cu_out = cu, *set_out = set, found = 1;
                 break;
             }
@@ -304,16 +316,20 @@ static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
     eng_sw_add(eng->sw, &s->brick);
 }
 
-/* Polls one set in flight; returns 1 if it is finished (one way or the other). Called with
- * the lock released. */
-static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now)
+/* Polls one set in flight; returns 1 if it is finished (one way or the other): done, or
+ * written off (*off set) when it failed or ran past card_timeout_ms. Never waits for the
+ * card. Called with the lock released. */
+static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *off)
 {
     eng_slot *s = eng_slot_at(eng, cu, set);
     eng_run_state st = eng->ops->poll(eng->dev, cu, set);
+    *off = 0;
     if (st == ENG_RUN_RUNNING && now - s->started_ns <= eng->cfg.card_timeout_ms * 1000000ull)
         return 0;
-    if (st == ENG_RUN_RUNNING)
+    if (st == ENG_RUN_RUNNING) {
         eng->ops->abandon(eng->dev, cu, set);
+        *off = 1;
+    }
     int ok = st == ENG_RUN_DONE && eng->ops->collect(eng->dev, cu, set) == 0 &&
              eng_check_and_copy(eng, eng->ops->bufset(eng->dev, cu, set), &s->brick) == 0;
     if (ok) {
@@ -325,22 +341,46 @@ static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now)
     return 1;
 }
 
-/* Collects every finished run. Called and returns with the lock held. */
+/* Called with the lock held: a run of ours is over; the set is free again, or written off
+ * while the card may still hold it. */
+static void eng_slot_end(eng_ctx *eng, unsigned cu, eng_slot *s, int off, uint64_t now)
+{
+    s->state = off ? ENG_SLOT_OFF : ENG_SLOT_FREE;
+    eng->slots_in_flight--;
+    eng->slots_off += off != 0;
+    eng->n.sets_written_off += off != 0;
+    eng_cu_busy(eng, cu, -1, now);
+}
+
+/* A written-off set comes back once the device says its run is over. Called with the lock
+ * released; returns 1 when it came back. */
+static int eng_revive(eng_ctx *eng, unsigned cu, unsigned set)
+{
+    return eng->ops->poll(eng->dev, cu, set) != ENG_RUN_RUNNING;
+}
+
+/* Collects every finished run and takes back written-off sets the card let go of. Called
+ * and returns with the lock held. */
 static int eng_reap_all(eng_ctx *eng)
 {
     int progress = 0;
     for (unsigned cu = 0; cu < eng->n_cus; cu++)
         for (unsigned set = 0; set < eng->n_sets; set++) {
             eng_slot *s = eng_slot_at(eng, cu, set);
-            if (!s->in_flight)
+            eng_slot_state was = s->state;
+            if (was == ENG_SLOT_FREE)
                 continue;
             pthread_mutex_unlock(&eng->lock);
             uint64_t now = eng_now_ns();
-            int done = eng_reap(eng, cu, set, now);
+            int off = 0;
+            int done = was == ENG_SLOT_RUNNING ? eng_reap(eng, cu, set, now, &off)
+                                               : eng_revive(eng, cu, set);
             pthread_mutex_lock(&eng->lock);
-            if (done) {
-                s->in_flight = 0, eng->slots_in_flight--;
-                eng_cu_busy(eng, cu, -1, now);
+            if (done && was == ENG_SLOT_RUNNING) {
+                eng_slot_end(eng, cu, s, off, now);
+                progress = 1;
+            } else if (done) {
+                s->state = ENG_SLOT_FREE, eng->slots_off--, eng->n.sets_recovered++;
                 progress = 1;
             }
         }
@@ -358,17 +398,15 @@ static int eng_dispatch_one(eng_ctx *eng)
     if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
         eng_slot *s = eng_slot_at(eng, cu, set);
         eng_take_brick(eng, &s->brick, eng->capacity);
-        s->in_flight = 1, s->started_ns = now, eng->slots_in_flight++;
+        s->state = ENG_SLOT_RUNNING, s->started_ns = now, eng->slots_in_flight++;
         eng_cu_busy(eng, cu, +1, now);
         pthread_mutex_unlock(&eng->lock);
         int rc = eng_fill_and_start(eng, cu, set, &s->brick);
         if (rc < 0)
             eng_fault(eng, s, now);
         pthread_mutex_lock(&eng->lock);
-        if (rc < 0) {
-            s->in_flight = 0, eng->slots_in_flight--;
-            eng_cu_busy(eng, cu, -1, now);
-        }
+        if (rc < 0)                    /* work it queued may still run on the card */
+            eng_slot_end(eng, cu, s, 1, now);
         return 1;
     }
     if (eng->cfg.card_only && !resting)
@@ -410,6 +448,8 @@ static void *eng_dispatcher(void *arg)
             continue;
         if (eng->slots_in_flight > 0 || eng->q_count > 0)
             eng_nap(eng, ENG_POLL_NS);
+        else if (eng->slots_off > 0 && !eng->stopping)
+            eng_nap(eng, ENG_OFF_POLL_NS);
         else if (!eng->stopping)
             pthread_cond_wait(&eng->wake, &eng->lock);
     }
@@ -490,6 +530,7 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->blocks_card = eng->n.blocks_card, o->blocks_sw = eng->n.blocks_sw;
     o->fallback_busy = eng->n.fallback_busy, o->fallback_error = eng->n.fallback_error;
     o->fallback_small = eng->n.fallback_small;
+    o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
     o->card_idle_us = 0;
     pthread_mutex_lock(&eng->lock);

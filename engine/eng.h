@@ -65,6 +65,9 @@ typedef struct {
     uint64_t fallback_error;           /* bricks sent to software: card fault, time-out or
                                           back-off after one */
     uint64_t fallback_small;           /* block jobs too small for a card run */
+    uint64_t sets_written_off;         /* buffer sets put out of use: their run timed out or
+                                          failed to start and the card may still hold them */
+    uint64_t sets_recovered;           /* of those, back in use once the card let go */
     uint64_t card_idle_us;             /* summed over compute units: time with no run */
     uint64_t bytes_in;                 /* input bytes of all jobs */
     uint64_t bytes_out;                /* output bytes kept (compressed, or raw when larger) */

@@ -28,8 +28,7 @@ typedef struct {
     _Atomic int state;                 /* eng_run_state, read by poll without a lock */
     uint32_t n_blocks, input_size;     /* arguments of the run started last */
     uint64_t start_ns;                 /* when the host started it */
-    uint64_t gen;                      /* bumped by abandon: stale queue entries are skipped */
-    int claimed;                       /* the compute unit thread is working on this set */
+    uint64_t gen;                      /* runs started on this set */
 } emu_set;
 
 typedef struct {
@@ -41,8 +40,8 @@ typedef struct {
     struct eng_dev_s *dev;
     pthread_t thread;
     int started;
-    pthread_mutex_t lock;              /* guards the queue, the sets' gen and claimed */
-    pthread_cond_t cv;                 /* new runs, abandons, stop */
+    pthread_mutex_t lock;              /* guards the queue and the sets' gen */
+    pthread_cond_t cv;                 /* new runs, stop */
     emu_entry queue[EMU_MAX_SETS];     /* runs started and not yet taken, in order */
     unsigned q_head, q_count;
     emu_set sets[EMU_MAX_SETS];
@@ -92,11 +91,11 @@ static int emu_fault(struct eng_dev_s *d)
     return EMU_OK;
 }
 
-/* Waits until deadline_ns (monotonic) unless the run is abandoned or the card stops.
- * Called with the compute unit's lock held. Returns 0 when the time ran out. */
-static int emu_sleep_until(emu_cu *cu, emu_set *s, uint64_t gen, uint64_t deadline_ns)
+/* Waits until deadline_ns (monotonic; 0: forever) unless the card stops. Called with the
+ * compute unit's lock held. Returns 0 when the time ran out. */
+static int emu_sleep_until(emu_cu *cu, uint64_t deadline_ns)
 {
-    while (s->gen == gen && !cu->dev->stopping) {
+    while (!cu->dev->stopping) {
         uint64_t now = eng_now_ns();
         if (deadline_ns && now >= deadline_ns)
             return 0;
@@ -146,10 +145,10 @@ static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
                                                     0xFFFFFFFFu}[gen % 3];
     pthread_mutex_lock(&cu->lock);
     if (fault == EMU_HANG) {
-        emu_sleep_until(cu, s, gen, 0);
+        emu_sleep_until(cu, 0);        /* holds the set until the card is closed */
         return;
     }
-    if (emu_sleep_until(cu, s, gen, emu_finish_time(cu, s, out)) == 0)
+    if (emu_sleep_until(cu, emu_finish_time(cu, s, out)) == 0)
         s->state = fault == EMU_ERROR_STATE ? ENG_RUN_ERROR : ENG_RUN_DONE;
 }
 
@@ -164,13 +163,7 @@ static void *emu_cu_thread(void *arg)
         }
         emu_entry e = cu->queue[cu->q_head];
         cu->q_head = (cu->q_head + 1) % EMU_MAX_SETS, cu->q_count--;
-        emu_set *s = &cu->sets[e.set];
-        if (s->gen != e.gen)
-            continue;                  /* abandoned before it started */
-        s->claimed = 1;
-        emu_run(cu, s, e.gen);
-        s->claimed = 0;
-        pthread_cond_broadcast(&cu->cv);
+        emu_run(cu, &cu->sets[e.set], e.gen);
     }
     pthread_mutex_unlock(&cu->lock);
     return NULL;
@@ -251,7 +244,7 @@ static int emu_start(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
     s->n_blocks = n_blocks, s->input_size = input_size;
     s->start_ns = eng_now_ns();
     s->state = ENG_RUN_RUNNING;
-    cu->queue[(cu->q_head + cu->q_count++) % EMU_MAX_SETS] = (emu_entry){set, s->gen};
+    cu->queue[(cu->q_head + cu->q_count++) % EMU_MAX_SETS] = (emu_entry){set, ++s->gen};
     pthread_cond_broadcast(&cu->cv);
     pthread_mutex_unlock(&cu->lock);
     return 0;
@@ -268,18 +261,13 @@ static int emu_collect(eng_dev *d, unsigned cu, unsigned set)
     return 0;
 }
 
-/* Waits until the compute unit has let go of the set, so the host may refill it. */
+/* A card's run cannot be cancelled, so abandoning one changes nothing on the card: a run
+ * that is only slow completes later (poll then says so, and the engine takes the set
+ * back), and a hung one holds its set until the card is closed, as a hung kernel holds
+ * its buffers. */
 static void emu_abandon(eng_dev *d, unsigned cu_i, unsigned set)
 {
-    emu_cu *cu = &d->cus[cu_i];
-    emu_set *s = &cu->sets[set];
-    pthread_mutex_lock(&cu->lock);
-    s->gen++;
-    pthread_cond_broadcast(&cu->cv);
-    while (s->claimed)
-        pthread_cond_wait(&cu->cv, &cu->lock);
-    s->state = ENG_RUN_IDLE;
-    pthread_mutex_unlock(&cu->lock);
+    (void)d, (void)cu_i, (void)set;
 }
 
 static void emu_close(eng_dev *d)

@@ -69,11 +69,14 @@ typedef struct {
     eng_bufset *(*bufset)(eng_dev *d, unsigned cu, unsigned set);
     /* Sends the filled input and starts the kernel; 0 or -errno. Never blocks on the card. */
     int (*start)(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks, uint32_t input_size);
-    /* The run's state, without blocking: the busy test. */
+    /* The run's state, without blocking: the busy test. After a failed start it says
+     * ENG_RUN_RUNNING for as long as work that start queued may still touch the set. */
     eng_run_state (*poll)(eng_dev *d, unsigned cu, unsigned set);
     /* Brings a complete run's outputs back to host memory; 0 or -errno. */
     int (*collect)(eng_dev *d, unsigned cu, unsigned set);
-    /* Gives up a run that timed out; the set may be started again afterwards. */
+    /* Gives up a run that timed out, without waiting for it: never blocks. The engine
+     * writes the set off, and neither refills nor collects it, until poll no longer says
+     * ENG_RUN_RUNNING (the same after a failed start). */
     void (*abandon)(eng_dev *d, unsigned cu, unsigned set);
     void (*close)(eng_dev *d);
     /* Optional: the name the counters show for this open device ("xrt-model" when a kernel

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -48,6 +49,7 @@ struct eng_dev_s {
     unsigned fail_every;               /* tests: every Nth run fails its launch; 0: never */
     unsigned long runs;
     int poisoned;                      /* the context saw a sticky error: reset before use */
+    unsigned timeout_ms;               /* card_timeout_ms: how long close waits for runs */
     cu_set sets[CU_MAX_SETS];
 };
 
@@ -119,11 +121,31 @@ static int cu_alloc_all(struct eng_dev_s *d, char *err, size_t err_cap)
     return 0;
 }
 
+/* Whether every set's stream is idle, waiting at most timeout_ms for them (a kernel cannot
+ * be cancelled, and freeing memory it uses would wait for it without end). */
+static int cu_streams_idle(struct eng_dev_s *d, unsigned timeout_ms)
+{
+    struct timespec t0, now, nap = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int busy = 0;
+        for (unsigned i = 0; i < CU_MAX_SETS; i++)
+            busy |= d->sets[i].stream && cudaStreamQuery(d->sets[i].stream) == cudaErrorNotReady;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (long)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (!busy || ms >= (long)timeout_ms)
+            return !busy;
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* A set still running after card_timeout_ms keeps its memory: the process gives it back
+ * when it exits, which a hung kernel cannot stop. */
 static void cu_close(eng_dev *d)
 {
-    if (cudaSetDevice(d->device) == cudaSuccess)
-        cudaDeviceSynchronize();
-    for (unsigned i = 0; i < CU_MAX_SETS; i++)
+    int idle = cudaSetDevice(d->device) == cudaSuccess &&
+               cu_streams_idle(d, d->timeout_ms ? d->timeout_ms : 5000);
+    for (unsigned i = 0; idle && i < CU_MAX_SETS; i++)
         cu_free_set(&d->sets[i]);
     free(d);
 }
@@ -160,6 +182,7 @@ static eng_dev *cu_open(const eng_config *cfg, uint32_t stride, char *err, size_
     d->device = (int)cfg->device;
     d->stride = stride;
     d->n_sets = cfg->bufsets;
+    d->timeout_ms = cfg->card_timeout_ms;
     d->capacity = CU_BRICK_BYTES / stride;
     d->capacity = d->capacity < 1 ? 1 : d->capacity > ENG_MAX_BRICK ? ENG_MAX_BRICK : d->capacity;
     const char *fe = getenv("FPGALZ4FS_CUDA_FAIL_EVERY");
@@ -194,11 +217,14 @@ static int cu_recover(struct eng_dev_s *d)
     return 0;
 }
 
-/* Whether an error left the context unusable (a fault, not a refused launch). */
-static void cu_note_error(struct eng_dev_s *d)
+/* Whether an error left the context unusable (a fault, not a refused launch): a sticky
+ * error is returned by every later call, so asking the set's stream tells, without waiting
+ * for the work of other sets (a hung kernel would make that wait endless). */
+static void cu_note_error(struct eng_dev_s *d, cudaStream_t stream)
 {
     cudaGetLastError();
-    if (cudaDeviceSynchronize() != cudaSuccess)
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady)
         d->poisoned = 1;
 }
 
@@ -225,21 +251,22 @@ static int cu_start(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
         e = cudaEventRecord(s->done, s->stream);
     if (e == cudaSuccess)
         return 0;
-    /* Work already queued on the stream must finish before the set is refilled. */
-    cudaStreamSynchronize(s->stream);
-    cu_note_error(d);
+    /* Work already queued on the stream may still run: poll says so until it is done, and
+     * the engine does not refill the set before. */
+    cu_note_error(d, s->stream);
     return -EIO;
 }
 
+/* The stream, not only the run's event: after a failed start, work it queued may remain. */
 static eng_run_state cu_poll(eng_dev *d, unsigned cu, unsigned set)
 {
     (void)cu;
-    cudaError_t e = cudaEventQuery(d->sets[set].done);
+    cudaError_t e = cudaStreamQuery(d->sets[set].stream);
     if (e == cudaSuccess)
         return ENG_RUN_DONE;
     if (e == cudaErrorNotReady)
         return ENG_RUN_RUNNING;
-    cu_note_error(d);
+    cu_note_error(d, d->sets[set].stream);
     return ENG_RUN_ERROR;
 }
 
@@ -249,12 +276,11 @@ static int cu_collect(eng_dev *d, unsigned cu, unsigned set)
     return 0;
 }
 
-/* A kernel cannot be cancelled: wait until the set's stream lets go of its buffers. */
+/* A kernel cannot be cancelled, and waiting for it would stop every other brick: the
+ * engine leaves the set alone until poll says its stream is idle. */
 static void cu_abandon(eng_dev *d, unsigned cu, unsigned set)
 {
-    (void)cu;
-    if (cudaStreamSynchronize(d->sets[set].stream) != cudaSuccess)
-        cu_note_error(d);
+    (void)d, (void)cu, (void)set;
 }
 
 static int cu_probe(const eng_config *cfg, char *why, size_t why_cap)

@@ -66,8 +66,6 @@ struct eng_dev_s {
     unsigned timeout_ms;
     int model;
     xr_cu cus[XB_MAX_CUS];
-    xrtRunHandle *stale;               /* runs given up on (timed out): closed at the end */
-    unsigned n_stale;
 };
 
 /* ---- the environment: what must hold before any XRT call ---- */
@@ -366,28 +364,13 @@ static int xr_collect(eng_dev *d, unsigned cu, unsigned set)
     return 0;
 }
 
-/* A run that timed out: XRT's C API cannot abort it, so its handle is set aside (closed at
- * the end) and the set gets a fresh run with the same buffers. */
+/* A run that timed out: XRT's C API cannot abort it, and the card may still read and write
+ * the set's buffers, so nothing changes here: the set keeps its run, poll reports it, and
+ * the engine leaves the set alone until the run is over (then it is started again, with
+ * the same run handle). */
 static void xr_abandon(eng_dev *d, unsigned cu_i, unsigned set)
 {
-    xr_cu *cu = &d->cus[cu_i];
-    xr_set *s = &cu->sets[set];
-    if (!s->run)
-        return;
-    xrtRunHandle *grown = realloc(d->stale, (d->n_stale + 1) * sizeof(*grown));
-    if (!grown) {
-        xrtRunWait(s->run);            /* no room to set it aside: wait for it instead */
-    } else {
-        d->stale = grown;
-        d->stale[d->n_stale++] = s->run;
-        s->run = xrtRunOpen(cu->kernel);
-        for (int a = 0; s->run && a < XR_BUF_ARGS; a++)
-            if (xrtRunSetArg(s->run, a, s->bo[a]) != 0) {
-                xrtRunClose(s->run);
-                s->run = NULL;         /* the set stays out of use: its starts fail */
-            }
-    }
-    s->pending = 0;
+    (void)d, (void)cu_i, (void)set;
 }
 
 /* ---- close: runs, then buffers, then kernels, then the device ---- */
@@ -401,9 +384,6 @@ static void xr_close_run(struct eng_dev_s *d, xrtRunHandle r, int pending)
 
 static void xr_close(eng_dev *d)
 {
-    for (unsigned i = 0; i < d->n_stale; i++)
-        xr_close_run(d, d->stale[i], 1);
-    free(d->stale);
     for (unsigned c = 0; c < d->n_cus; c++)
         for (unsigned i = 0; i < d->n_sets; i++)
             if (d->cus[c].sets[i].run)

@@ -181,6 +181,19 @@ if check "mount with card_timeout_ms=200 and runs completing after 1 s" \
     show_stats "$S"
     check "fallback_error > 0 (runs past card_timeout_ms were abandoned)" \
         expect_counter "$S" fallback_error -gt 0
+    # a run that timed out keeps its buffer set until the card is done with it: the set is
+    # written off, not refilled, and comes back once the run completes (after 1 s)
+    check "sets_written_off > 0" expect_counter "$S" sets_written_off -gt 0
+    for i in $(seq 1 30); do
+        S=$(stats "$MNT")
+        [ "$(stat_of "$S" sets_recovered)" -gt 0 ] && break
+        sleep 0.1
+    done
+    show_counters "$S" sets_written_off sets_recovered
+    check "sets_recovered > 0 (written-off sets back once their runs completed)" \
+        expect_counter "$S" sets_recovered -gt 0
+    check "another copy after the sets came back is intact" \
+        bash -c "cp '$SRC/gen/mixed' '$MNT/mixed' && cmp '$SRC/gen/mixed' '$MNT/mixed'"
     check "unmount with abandoned runs still on the card" umount_store
 fi
 
