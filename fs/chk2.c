@@ -148,8 +148,9 @@ static void chk2_report(chk2_ctx *c, int write)
     }
     if (r->journal_bad) {
         p |= CHK_P_INTENTS;
-        chk2_say(c, "the journal of the last commit is damaged; its blocks are read as they "
-                 "are: %s", write ? "the footer no longer names it" : "a repair drops it");
+        chk2_say(c, "the journal of the last commit is damaged; the file is read from its "
+                 "slots as they are: %s", write ? "the footer no longer names it"
+                                                 : "a repair drops it");
     }
     c->r->found |= p;
     if (write)

@@ -484,8 +484,8 @@ static void ff2_log_recovery(ff_file *f, const fmt2_recovery *r, uint64_t file_l
 {
     int ro = f->env->opt.read_only;
     if (r->journal_bad)
-        lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; its "
-                  "blocks are read as they are", f->name);
+        lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; the "
+                  "file is read from its slots as they are", f->name);
     if (r->torn && ro)
         lg_printf(f->env->log, LG_WARN, "%s: torn (footer missing or damaged); not repaired "
                   "on a read-only mount", f->name);

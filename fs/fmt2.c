@@ -352,18 +352,29 @@ static uint64_t fmt2_slot_end(uint32_t bs, uint64_t i, const fmt2_footer *ft)
     return i + 1 < ft->n_blocks ? fmt2_slot_off(bs, i + 1) : ft->tail;
 }
 
-/* Whether slot e->block already holds what the journal says. */
-static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint8_t *tmp)
+/* Whether slot e->block already holds what the journal says: the frame (a hole: its
+ * header, zeros and tail) and the padding header behind it. Each is a write of its own, and
+ * after a power loss any of them may be missing while the others are there. want and tmp
+ * hold a slot each. */
+static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t zsum,
+                             uint64_t end, uint8_t *want, uint8_t *tmp)
 {
-    uint64_t at = fmt2_slot_off(bs, e->block);
-    if (!e->frame) {
-        uint8_t head[FMT2_HOLE_HEAD];
-        fmt2_hole_head(head, bs, e->len);
-        return fmt_pread_all(fd, tmp, FMT2_HOLE_HEAD, at) == 0 &&
-               memcmp(tmp, head, FMT2_HOLE_HEAD) == 0;
+    uint64_t at = fmt2_slot_off(bs, e->block), n;
+    if (e->frame) {
+        memcpy(want, e->frame, e->frame_len);
+        n = e->frame_len;
+    } else {
+        fmt2_hole_head(want, bs, e->len);
+        memset(want + FMT2_HOLE_HEAD, 0, e->len);
+        fmt2_hole_tail(want + FMT2_HOLE_HEAD + e->len, zsum);
+        n = FMT2_HOLE_HEAD + (uint64_t)e->len + FMT2_HOLE_TAIL;
     }
-    return fmt_pread_all(fd, tmp, e->frame_len, at) == 0 &&
-           memcmp(tmp, e->frame, e->frame_len) == 0;
+    if (end > at + n) {
+        fmt_put32(want + n, FMT_SKIP_PAD);
+        fmt_put32(want + n + 4, (uint32_t)(end - at - n - 8));
+        n += 8;
+    }
+    return fmt_pread_all(fd, tmp, (size_t)n, at) == 0 && memcmp(tmp, want, (size_t)n) == 0;
 }
 
 /* A commit stopped between its footer and the last of its slots: redo the slots that differ
@@ -377,17 +388,18 @@ static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2
         r->journal_bad = 1;
         return FMT_OK;
     }
-    uint8_t *tmp = err == FMT_OK ? malloc(fmt2_slot_len(bs)) : NULL;
+    uint8_t *tmp = err == FMT_OK ? malloc(2 * fmt2_slot_len(bs)) : NULL;
     if (err == FMT_OK && !tmp)
         err = FMT_ERR_NOMEM;
     for (uint32_t k = 0; err == FMT_OK && k < r->jn; k++) {
         const fmt2_jentry *e = &r->je[k];
-        if (fmt2_slot_matches(fd, bs, e, tmp))
+        uint32_t sum = e->frame ? 0 : e->len == bs && zsum ? zsum : fmt2_zero_sum(e->len);
+        uint64_t end = fmt2_slot_end(bs, e->block, ft);
+        if (fmt2_slot_matches(fd, bs, e, sum, end, tmp + fmt2_slot_len(bs), tmp))
             continue;
         r->replayed++;
-        uint32_t sum = e->frame ? 0 : e->len == bs && zsum ? zsum : fmt2_zero_sum(e->len);
         if (write && fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len, sum,
-                                     fmt2_slot_end(bs, e->block, ft)) < 0)
+                                     end) < 0)
             err = FMT_ERR_IO;
     }
     free(tmp);
@@ -439,6 +451,12 @@ fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32
         return err;
     if (r->ft.j_len && (err = fmt2_replay(fd, bs, write, zsum, r)) != FMT_OK)
         return err;
+    /* A journal that does not read back was lost with a commit that synced nothing (a synced
+     * one is whole): the footer's size and tail are that commit's, which its slots may not
+     * hold. The slots as they are say what the file is: every block it promised is among
+     * them, untouched (only a synced journal rewrites those). */
+    if (r->journal_bad)
+        return fmt2_recover_walk(fd, bs, write, r);
     int odd = r->ft.j_len ? r->ft.j_off != r->ft.tail || r->journal_bad
                           : file_len != r->ft.tail + FMT2_FOOTER_LEN;
     if (!write || (!r->replayed && !odd))

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""The power-loss test's two halves (tests/integration/t_powerloss.sh runs both).
+
+  powerloss.py workload MNT LOGDIR --seed S --writers W --ops N
+      Writers (one process each, two files each) append, overwrite, truncate, reopen and
+      fsync through the mount, writing self-describing 64-byte records, and log every
+      operation with its monotonic start and end times.
+
+  powerloss.py check BASE PLOG LOGDIR PLCHECK WORK --states N --seed S
+      Builds N states a power loss may leave from the daemon's record (tests/plshim.c) over
+      the empty store BASE: for a crash point, every file gets all it was sent before its
+      last sync, then any subset of what came after, in order, one write possibly torn at
+      512-byte sectors. Opens each state as the daemon does (PLCHECK) and checks that every
+      file opens and reads (after the automatic repair), that every record is one that was
+      written there and is not older than what an acknowledged fsync promised, that the size
+      is one the writer made possible, and that `lz4 -d` of the backing file gives the same
+      bytes. Prints a summary; exits 1 on any failure, naming the state and the file.
+"""
+import argparse, json, os, random, shutil, struct, subprocess, sys, time, zlib
+
+REC = 64
+MAGIC = b"PLR1"
+PL_WRITE, PL_TRUNC, PL_FALLOC, PL_SYNC = 1, 2, 3, 4
+FL_KEEP_SIZE, FL_PUNCH_HOLE, FL_ZERO_RANGE = 0x01, 0x02, 0x10
+
+
+def record(fid, idx, ver):
+    body = struct.pack("<4sIQQ", MAGIC, fid, idx, ver)
+    fill = (b"%d.%d.%d;" % (fid, idx, ver) * 8)[:36]
+    head = body + fill
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def parse_record(b, fid, idx):
+    """The version of a valid record for (fid, idx); 0 for zeros; None for anything else."""
+    if b == bytes(REC):
+        return 0
+    magic, f, i, ver = struct.unpack_from("<4sIQQ", b)
+    if magic != MAGIC or f != fid or i != idx or b != record(fid, idx, ver):
+        return None
+    return ver
+
+
+# ------------------------------------------------------------------------------- workload
+
+def writer(mnt, logdir, w, seed, n_ops):
+    rnd = random.Random(seed * 1000 + w)
+    names = ["w%d_%d" % (w, k) for k in range(2)]
+    fids = [w * 2 + k for k in range(2)]
+    fds = [os.open(os.path.join(mnt, n), os.O_RDWR | os.O_CREAT, 0o644) for n in names]
+    nrec = [0, 0]
+    ver = 0
+    log = open(os.path.join(logdir, "w%d.jsonl" % w), "w")
+
+    def put(k, start, n, v):
+        data = b"".join(record(fids[k], start + j, v) for j in range(n))
+        os.pwrite(fds[k], data, start * REC)
+
+    for _ in range(n_ops):
+        k = rnd.randrange(2)
+        r = rnd.random()
+        ver += 1
+        e = {"f": names[k], "fid": fids[k], "ver": ver}
+        t0 = time.monotonic_ns()
+        if r < 0.38 or nrec[k] == 0:
+            n = rnd.randint(1, 40) if rnd.random() < 0.85 else rnd.randint(200, 2500)
+            put(k, nrec[k], n, ver)
+            e.update(op="write", start=nrec[k], n=n)
+            nrec[k] += n
+        elif r < 0.66:
+            start = rnd.randrange(nrec[k])
+            n = min(rnd.randint(1, 40) if rnd.random() < 0.85 else rnd.randint(200, 2500),
+                    nrec[k] - start)
+            put(k, start, n, ver)
+            e.update(op="write", start=start, n=n)
+        elif r < 0.86:
+            (os.fsync if rnd.random() < 0.5 else os.fdatasync)(fds[k])
+            e.update(op="fsync")
+        elif r < 0.92:
+            new = rnd.randint(0, nrec[k]) if rnd.random() < 0.8 else nrec[k] + rnd.randint(1, 300)
+            os.ftruncate(fds[k], new * REC)
+            e.update(op="truncate", size=new)
+            nrec[k] = new
+        else:
+            os.close(fds[k])
+            fds[k] = os.open(os.path.join(mnt, names[k]), os.O_RDWR)
+            e.update(op="reopen")
+        e.update(t0=t0, t1=time.monotonic_ns())
+        log.write(json.dumps(e) + "\n")
+    for fd in fds:
+        os.close(fd)
+    log.close()
+
+
+def workload(a):
+    pids = []
+    for w in range(a.writers):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                writer(a.mnt, a.logdir, w, a.seed, a.ops)
+                os._exit(0)
+            except Exception as ex:  # the test reads this line
+                print("writer %d: %r" % (w, ex), file=sys.stderr)
+                os._exit(1)
+        pids.append(pid)
+    bad = 0
+    for pid in pids:
+        bad |= os.waitpid(pid, 0)[1] != 0
+    return 1 if bad else 0
+
+
+# ------------------------------------------------------------------------------- the record
+
+def read_plog(path):
+    ops = []
+    b = open(path, "rb").read()
+    pos = 0
+    while pos < len(b):
+        magic, typ, seq, t, off, ln, mode, plen = struct.unpack_from("<4sIQQQQII", b, pos)
+        if magic != b"PLOG":
+            raise SystemExit("plog: bad record at %d" % pos)
+        pos += 48
+        p = b[pos:pos + plen].decode()
+        pos += plen
+        data = None
+        if typ == PL_WRITE:
+            data = b[pos:pos + ln]
+            pos += ln
+        ops.append((typ, t, p, off, ln, mode, data))
+    return ops
+
+
+def apply(img, op, torn_keep=None):
+    """Applies one recorded call to a bytearray image of a file."""
+    typ, _, _, off, ln, mode, data = op
+    if typ == PL_WRITE:
+        if torn_keep is not None:
+            data = torn_keep(data, off)
+            if data is None:
+                return
+            off, data = data
+        end = off + len(data)
+        if end > len(img):
+            img.extend(bytes(end - len(img)))
+        img[off:end] = data
+    elif typ == PL_TRUNC:
+        if off < len(img):
+            del img[off:]
+        else:
+            img.extend(bytes(off - len(img)))
+    elif typ == PL_FALLOC:
+        end = off + ln
+        if mode & (FL_PUNCH_HOLE | FL_ZERO_RANGE):
+            lo, hi = min(off, len(img)), min(end, len(img))
+            img[lo:hi] = bytes(hi - lo)
+        if not mode & FL_KEEP_SIZE and end > len(img):
+            img.extend(bytes(end - len(img)))
+
+
+# ------------------------------------------------------------------------------- expectations
+
+class FileHistory:
+    """One file's operations (one writer: sequential), and what a crash at time tc allows."""
+
+    def __init__(self, ops):
+        self.ops = ops
+        self.fid = ops[0]["fid"]
+        # state after each op: versions per record (0: zeros), as a list
+        self.states = []
+        cur = []
+        for e in ops:
+            if e["op"] == "write":
+                end = e["start"] + e["n"]
+                if end > len(cur):
+                    cur.extend([0] * (end - len(cur)))
+                cur[e["start"]:end] = [e["ver"]] * e["n"]
+            elif e["op"] == "truncate":
+                cur = cur[:e["size"]] + [0] * max(0, e["size"] - len(cur))
+            self.states.append(list(cur))
+
+    def allowed(self, tc):
+        """(issued, acked, allowed versions per record, min size, max size, acked size)."""
+        issued = -1
+        while issued + 1 < len(self.ops) and self.ops[issued + 1]["t0"] <= tc:
+            issued += 1
+        acked = -1
+        for j in range(issued + 1):
+            if self.ops[j]["op"] == "fsync" and self.ops[j]["t1"] <= tc:
+                acked = j
+        base = self.states[acked] if acked >= 0 else []
+        allow = [{v} for v in base]
+        sizes = [len(base)]
+        for j in range(acked + 1, issued + 1):
+            e, st = self.ops[j], self.states[j]
+            sizes.append(len(st))
+            if e["op"] == "write":
+                for r in range(e["start"], e["start"] + e["n"]):
+                    while len(allow) <= r:
+                        allow.append({0})
+                    allow[r].add(e["ver"])
+            elif e["op"] == "truncate":
+                for r in range(e["size"], len(allow)):
+                    allow[r].add(0)
+                for r in range(len(allow), e["size"]):
+                    allow.append({0})
+        if acked < 0:
+            # nothing promised: before the first sync, anything written may be missing
+            for r in range(len(allow)):
+                allow[r].add(0)
+            sizes.append(0)
+        return issued, acked, allow, min(sizes), max(sizes), len(base)
+
+
+def check_content(h, tc, data):
+    """None when data is a state a crash at tc allows, else why not."""
+    issued, acked, allow, lo, hi, acked_size = h.allowed(tc)
+    if len(data) % REC:
+        return "size %d is not a whole number of records" % len(data)
+    n = len(data) // REC
+    if not lo <= n <= hi:
+        return "size %d records outside [%d, %d] (acked size %d)" % (n, lo, hi, acked_size)
+    for r in range(n):
+        v = parse_record(data[r * REC:(r + 1) * REC], h.fid, r)
+        if v is None:
+            return "record %d is garbage (%r...)" % (r, data[r * REC:r * REC + 24])
+        ok = allow[r] if r < len(allow) else {0}
+        if v not in ok:
+            want = sorted(ok)
+            return "record %d has version %d, allowed %s%s" % (
+                r, v, want[:8], " (an fsync promised a newer one)" if v < min(want) else "")
+    return None
+
+
+# ------------------------------------------------------------------------------- states
+
+def crash_points(ops, n, rnd):
+    syncs = [i + 1 for i, op in enumerate(ops) if op[0] == PL_SYNC]
+    pts = list(syncs)
+    rnd.shuffle(pts)
+    pts = pts[:n // 2]
+    while len(pts) < n:
+        pts.append(rnd.randint(1, len(ops)))
+    return sorted(pts)
+
+
+def tear(rnd):
+    """A torn write keeps a random subset of its 512-byte sectors (the disk wrote some)."""
+    def keep(data, off):
+        sectors = list(range(0, len(data), 512))
+        if len(sectors) < 2:
+            return None if rnd.random() < 0.5 else (off, data)
+        cut = rnd.randrange(1, len(sectors))
+        return off, data[:sectors[cut]]
+    return keep
+
+
+def check(a):
+    rnd = random.Random(a.seed)
+    ops = read_plog(a.plog)
+    hist = {}
+    for name in sorted(os.listdir(a.logdir)):
+        if name.endswith(".jsonl"):
+            per = {}
+            for line in open(os.path.join(a.logdir, name)):
+                e = json.loads(line)
+                per.setdefault(e["f"], []).append(e)
+            for f, es in per.items():
+                hist[f] = FileHistory(es)
+    pts = crash_points(ops, a.states, rnd)
+    durable = {}                      # path -> bytearray: all before its last sync < point
+    last_sync = {}                    # path -> index of that sync
+    applied_to = 0                    # ops [0, applied_to) considered for durable
+    pending = {}                      # path -> op indices after its last sync
+    failures, n_states, n_files = [], 0, 0
+    state = os.path.join(a.work, "state")
+    out = os.path.join(a.work, "out")
+    os.makedirs(out, exist_ok=True)
+    for c in pts:
+        for i in range(applied_to, c):
+            typ, p = ops[i][0], ops[i][2]
+            pending.setdefault(p, []).append(i)
+            durable.setdefault(p, bytearray())
+            if typ == PL_SYNC:
+                for j in pending[p]:
+                    apply(durable[p], ops[j])
+                pending[p] = []
+                last_sync[p] = i
+        applied_to = c
+        tc = ops[c - 1][1]
+        mode = rnd.choice(["none", "all", "half", "random", "torn"])
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.copytree(a.base, state, symlinks=True)
+        files = sorted(p for p in durable if p in hist)
+        for p in files:
+            img = bytearray(durable[p])
+            tail = [j for j in pending.get(p, []) if ops[j][0] != PL_SYNC]
+            keep_p = {"none": 0.0, "all": 1.0, "half": 0.5}.get(mode, rnd.random())
+            chosen = [j for j in tail if rnd.random() < keep_p]
+            torn_at = rnd.choice(chosen) if mode == "torn" and chosen else None
+            for j in chosen:
+                apply(img, ops[j], tear(rnd) if j == torn_at else None)
+            os.makedirs(os.path.dirname(os.path.join(state, p)) or state, exist_ok=True)
+            with open(os.path.join(state, p), "wb") as fh:
+                fh.write(img)
+        n_states += 1
+        for p in sorted(set(hist) - set(files)):
+            if hist[p].allowed(tc)[1] >= 0:
+                failures.append("state %d (crash point %d): %s is missing after an fsync" % (
+                    n_states, c, p))
+        if not files:
+            continue
+        if a.keep:
+            shutil.rmtree(state + ".pre", ignore_errors=True)
+            shutil.copytree(state, state + ".pre")
+        n_fail = len(failures)
+        res = subprocess.run([a.plcheck, state, out] + files, capture_output=True, text=True)
+        if res.returncode != 0:
+            failures.append("state %d (point %d): plcheck: %s" % (n_states, c, res.stderr.strip()))
+            continue
+        lines = res.stdout.split("\n")
+        for k, p in enumerate(files):
+            n_files += 1
+            words = lines[k].split(" ", 2) if k < len(lines) else ["?", "error", "no line"]
+            where = "state %d (crash point %d/%d, %s), file %s" % (n_states, c, len(ops), mode, p)
+            if words[1] != "ok":
+                failures.append("%s: %s" % (where, words[2]))
+                continue
+            data = open(os.path.join(out, str(k)), "rb").read()
+            why = check_content(hist[p], tc, data)
+            if why:
+                failures.append("%s: %s" % (where, why))
+                continue
+            lz = subprocess.run(["lz4", "-dc", os.path.join(state, p)], capture_output=True)
+            if lz.returncode != 0 or lz.stdout != data:
+                failures.append("%s: lz4 -d of the backing file %s" % (
+                    where, "fails" if lz.returncode else "differs from what the mount reads"))
+        if a.keep and len(failures) > n_fail and len(os.listdir(a.keep)) < 20:
+            shutil.copytree(state + ".pre", os.path.join(a.keep, "state%d" % n_states))
+    print("powerloss: %d recorded calls, %d states, %d file checks, %d failures" % (
+        len(ops), n_states, n_files, len(failures)))
+    for f in failures[:20]:
+        print("  " + f)
+    return 1 if failures else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("workload")
+    w.add_argument("mnt")
+    w.add_argument("logdir")
+    w.add_argument("--seed", type=int, default=1)
+    w.add_argument("--writers", type=int, default=3)
+    w.add_argument("--ops", type=int, default=150)
+    c = sub.add_parser("check")
+    for x in ("base", "plog", "logdir", "plcheck", "work"):
+        c.add_argument(x)
+    c.add_argument("--states", type=int, default=500)
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--keep", help="copy failing states (before the open) into this folder")
+    a = ap.parse_args()
+    return workload(a) if a.cmd == "workload" else check(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
