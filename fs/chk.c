@@ -407,7 +407,8 @@ static int chk_marker(chk_ctx *c)
     return 1;
 }
 
-int chk_file(int fd, chk_mode mode, chk_say_fn say, void *ctx, chk_result *out)
+int chk_file(int fd, chk_mode mode, uint64_t changed_after_ns, chk_say_fn say, void *ctx,
+             chk_result *out)
 {
     struct stat st;
     memset(out, 0, sizeof(*out));
@@ -418,7 +419,9 @@ int chk_file(int fd, chk_mode mode, chk_say_fn say, void *ctx, chk_result *out)
     int rc = chk_marker(&c);
     if (rc > 0 && c.version == 2) {
         out->block_size = c.bs;
-        rc = chk2_file(fd, c.bs, out->file_len, mode, say, ctx, out, &c.wrote);
+        uint64_t ctime = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+        rc = chk2_file(fd, c.bs, out->file_len, mode, ctime > changed_after_ns, say, ctx, out,
+                       &c.wrote);
     } else if (rc > 0) {
         out->block_size = c.bs;
         c.raw = malloc((size_t)c.bs + FMT_BLOCK_OVERHEAD);
@@ -556,7 +559,8 @@ static int chk_walk_dir(int fd, const char *rel, dev_t dev, chk_walk_fn fn, void
         const char *name = names.v[i];
         struct stat st;
         char *path = NULL;
-        if (!*rel && (!strcmp(name, SB_FILE_NAME) || !strcmp(name, SB_TMP_NAME)))
+        if (!*rel && (!strcmp(name, SB_FILE_NAME) || !strcmp(name, SB_TMP_NAME) ||
+                      !strcmp(name, SB_CLEAN_NAME) || !strcmp(name, SB_CLEAN_TMP_NAME)))
             continue;
         if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;                  /* gone since the listing */

@@ -59,9 +59,13 @@ typedef struct {
 typedef void (*chk_say_fn)(void *ctx, const char *line);
 
 /* Checks (and, as mode allows, repairs) the backing file open on fd (O_RDWR unless
- * CHK_CHECK). Returns 0, or -errno when the file could not be read or written at all. The
+ * CHK_CHECK). A version 2 file changed (ctime) after changed_after_ns, the time up to which
+ * the store's clean mark (sb_mark_read) says every change is whole, may have been caught by
+ * a power loss: its blocks written after its last sync are checked as the daemon's open
+ * checks them (fmt2_check_fresh), and the file is cut before the first that is not whole. Returns 0, or -errno when the file could not be read or written at all. The
  * file's atime and mtime are put back after any write. */
-int chk_file(int fd, chk_mode mode, chk_say_fn say, void *ctx, chk_result *out);
+int chk_file(int fd, chk_mode mode, uint64_t changed_after_ns, chk_say_fn say, void *ctx,
+             chk_result *out);
 
 /* What fpgalz4fs-stat reports of one backing file; reads only headers and seek tables. */
 typedef struct {
@@ -76,8 +80,8 @@ typedef struct {
 int chk_stat_file(int fd, chk_stat *out);
 
 /* Calls fn for every regular file under the directory dirfd, depth first, not crossing into
- * other filesystems and leaving out the superblock (and its temporary) at the top. rel is the
- * path relative to the top; dirfd_of is the descriptor of the file's directory and name its
+ * other filesystems and leaving out the superblock and the clean mark (and their
+ * temporaries) at the top. rel is the path relative to the top; dirfd_of is the descriptor of the file's directory and name its
  * name there. A directory that cannot be read is passed with st NULL and errno set. fn
  * returns 0 to go on, anything else to stop the walk (that value is returned). */
 typedef int (*chk_walk_fn)(void *ctx, int dirfd_of, const char *name, const char *rel,

@@ -146,6 +146,13 @@ static void chk2_report(chk2_ctx *c, int write)
         p = CHK_P_TORN;
         chk2_say(c, "footer not right behind the slots: put back there");
     }
+    if (r->unsynced_cut) {
+        p |= CHK_P_TORN;
+        chk2_say(c, "%llu of the %llu blocks written after the file's last sync did not reach "
+                 "the disk whole (a power loss): %s block %llu", chk2_ull(r->unsynced_cut),
+                 chk2_ull(r->unsynced), write ? "the file now ends before" :
+                 "a repair cuts the file before", chk2_ull(r->ft.n_blocks));
+    }
     if (r->journal_bad) {
         p |= CHK_P_INTENTS;
         chk2_say(c, "the journal of the last commit is damaged; the file is read from its "
@@ -157,17 +164,19 @@ static void chk2_report(chk2_ctx *c, int write)
         c->r->fixed |= p;
 }
 
-int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, chk_say_fn say,
-              void *ctx, chk_result *out, int *wrote)
+int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_fresh,
+              chk_say_fn say, void *ctx, chk_result *out, int *wrote)
 {
     fmt2_recovery rec;
     int write = mode >= CHK_PREEN;
     fmt_error err = fmt2_recover(fd, file_len, bs, write, 0, &rec);
+    if (err == FMT_OK && check_fresh)
+        err = fmt2_check_fresh(fd, bs, write, 0, &rec);
     if (err != FMT_OK)
         return -fmt_errno(err);
     chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs)};
     int rc = c.buf && c.dec ? 0 : -ENOMEM;
-    *wrote = write && (rec.settled || rec.replayed);
+    *wrote = write && (rec.settled || rec.replayed || rec.unsynced_cut);
     chk2_report(&c, write);
     out->size = rec.ft.size, out->n_blocks = rec.ft.n_blocks, out->cut_bytes = rec.cut;
     uint32_t k = 0;

@@ -8,8 +8,8 @@
 #include "chk.h"
 
 /* As chk_file, for a version 2 file of block size bs; *wrote is set when it wrote. */
-int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, chk_say_fn say,
-              void *ctx, chk_result *out, int *wrote);
+int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_fresh,
+              chk_say_fn say, void *ctx, chk_result *out, int *wrote);
 /* As chk_stat_file (kind, apparent and disk already filled). */
 int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out);
 

@@ -102,6 +102,10 @@ struct fs_daemon {
     struct fuse_session *se;           /* the FUSE session, once made */
     int signals_set;                   /* fuse_set_signal_handlers succeeded */
     int mounted;                       /* fuse_session_mount succeeded */
+    uint64_t whole_before;             /* the clean mark (sb_mark_read): changes before are
+                                          whole on the disk */
+    int started_clean;                 /* the mark said clean, and now says dirty: a clean
+                                          exit may say clean again */
 };
 
 enum { DM_KEY_HELP, DM_KEY_VERSION, DM_KEY_FG, DM_KEY_DEBUG, DM_KEY_RO, DM_KEY_RW };
@@ -568,6 +572,56 @@ static void dm_log_engine(struct fs_daemon *dm)
                   "(%s), not run on hardware", eng_backend_option(c->backend), name);
 }
 
+static uint64_t dm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The clean mark (docs/FORMAT.md 1.4): files changed after the time up to which it says every
+ * change is whole, and before this mount, may have been caught by a power loss; their blocks
+ * written after their last sync are checked at open. Before serving, the mark says dirty, so
+ * that a mount that ends without unmounting is seen as such; only a mount that found the
+ * store clean says clean again at its unmount (one that found it dirty cannot vouch for the
+ * files it never opened). */
+static int dm_mark_dirty(struct fs_daemon *dm, ff_options *fo)
+{
+    int clean = 0;
+    sb_error e = sb_mark_read(dm->fs.root_fd, &dm->whole_before, &clean);
+    uint64_t now = dm_now_ns();
+    if (e != SB_OK || dm->whole_before > now)   /* not a file, or the clock went back */
+        dm->whole_before = 0, clean = 0;
+    /* clean: no mount changed anything since; whatever else did (someone writing into the
+     * backing files) is no power loss, and damage it did reads as EIO, never cut */
+    fo->clean_ns = clean ? UINT64_MAX : dm->whole_before;
+    fo->start_ns = clean ? 0 : now;
+    if (dm->opt.read_only)
+        return 0;
+    e = e == SB_OK ? sb_mark_write(dm->fs.root_fd, dm->whole_before, 0) : e;
+    if (e != SB_OK && unlinkat(dm->fs.root_fd, SB_CLEAN_NAME, 0) != 0 && errno != ENOENT)
+        return dm_fail(dm, "%s/%s: cannot mark the store in use: %s", dm->backing,
+                       SB_CLEAN_NAME, e == SB_ERR_IO ? strerror(errno) : sb_error_name(e));
+    dm->started_clean = e == SB_OK && clean;
+    return 0;
+}
+
+/* After the last write: everything is synced, then the mark may say clean. */
+static void dm_mark_clean(struct fs_daemon *dm)
+{
+    if (!dm->started_clean)
+        return;
+    if (syncfs(dm->fs.root_fd) != 0) {
+        lg_printf(dm->fs.log, LG_WARN, "unmount: syncfs: %s; the store stays marked in use",
+                  strerror(errno));
+        return;
+    }
+    sb_error e = sb_mark_write(dm->fs.root_fd, dm_now_ns(), 1);
+    if (e != SB_OK)
+        lg_printf(dm->fs.log, LG_WARN, "unmount: %s: %s; the store stays marked in use",
+                  SB_CLEAN_NAME, e == SB_ERR_IO ? strerror(errno) : sb_error_name(e));
+}
+
 /* Backing descriptors open files may keep: the open-file limit less what everything else
  * needs at once (directory streams, a few per request in flight, the engine, FUSE, the
  * log), so that however many files users hold open, the daemon can still open what the
@@ -610,6 +664,8 @@ static int dm_open_engine(struct fs_daemon *dm)
     ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20,
                      .file_version = (uint32_t)dm->cfg.file_version,
                      .fd_max = dm_fd_budget(dm)};
+    if (dm_mark_dirty(dm, &fo) != 0)
+        return -1;
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);
     if (!dm->fs.env)
         return dm_fail(dm, "cannot set up the file layer (out of memory?)");
@@ -773,6 +829,7 @@ static void dm_cleanup(struct fs_daemon *dm)
         fuse_remove_signal_handlers(dm->se);
     if (dm->se)
         fuse_session_destroy(dm->se);
+    dm_mark_clean(dm);
     in_table_free(dm->fs.tab);
     ff_env_free(dm->fs.env);
     eng_close(dm->fs.eng);

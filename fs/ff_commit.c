@@ -509,8 +509,10 @@ int ff_commit(ff_file *f, int durable, int pressure)
         return rc;
     if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0 &&
         !(f->version == 2 && f->v2.footerless)) {
-        rc = durable && f->version == 2 && !f->env->opt.read_only ? ff2_promise(f) : 0;
-        return rc == 0 && durable ? ff_sync(f) : rc;
+        /* the footer that promises every block comes after the sync that makes it true */
+        rc = durable ? ff_sync(f) : 0;
+        return rc == 0 && durable && f->version == 2 && !f->env->opt.read_only ? ff2_promise(f)
+                                                                               : rc;
     }
     if (f->env->opt.read_only)
         return -EROFS;

@@ -61,6 +61,7 @@ typedef struct {
     uint64_t eof;                      /* backing file length */
     uint64_t seq;                      /* the footer's commit number */
     uint64_t fresh;                    /* blocks >= fresh were written since the last sync */
+    uint64_t disk_fresh;               /* what the footer at rest says of it (never more) */
     uint64_t size;                     /* logical size the footer records */
     uint64_t j_off, j_len;             /* the journal the footer names */
     int j_live;                        /* that journal was synced and slots were written
@@ -139,6 +140,7 @@ struct ff_file_s {
     int deferred_err;                  /* a streaming commit failed; the next full commit
                                           (close, fsync) retries and reports it */
     struct timespec mtime;             /* logical modification time */
+    uint64_t ctime_ns;                 /* the backing file's ctime when it was opened */
 };
 
 /* What one commit writes and retires. */
@@ -193,8 +195,8 @@ uint64_t ff_unbricked(const ff_file *f);
 
 /* ff_repair.c */
 int ff_load_own(ff_file *f, uint64_t file_len);
-int ff_identify(int fd, uint64_t file_len, uint32_t *bs, uint32_t *version, const char *name,
-                lg_log *log);
+int ff_identify(int fd, uint64_t file_len, uint32_t store_bs, uint32_t *bs, uint32_t *version,
+                const char *name, lg_log *log);
 
 /* ff_fds.c */
 int ff_lock(ff_file *f);               /* f->lock, with the descriptor open; on an error
@@ -211,7 +213,9 @@ void ff2_set_new(ff_file *f);
 int ff2_empty(ff_file *f);
 void ff2_rollback(ff_file *f);
 int ff2_promise(ff_file *f);
-int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size);
+int ff2_release(ff_file *f);
+int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size);
+int ff2_may_have_lost_power(const ff_env *env, uint64_t ctime_ns);
 uint64_t ff_max_size(const ff_file *f);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "fmt.h"
+#include "fmt2.h"
 
 /* ---- opening, repair ---- */
 
@@ -100,9 +101,10 @@ int ff_load_own(ff_file *f, uint64_t file_len)
     return rc;
 }
 
-/* Reads the marker: 1 for an own file (f->bs set), 0 for a foreign one, or -errno. */
-int ff_identify(int fd, uint64_t file_len, uint32_t *bs, uint32_t *version, const char *name,
-                lg_log *log)
+/* Reads the marker: 1 for an own file (f->bs set), 2 for a version 2 file whose marker a
+ * power loss took (fmt2_lost_marker; *bs set), 0 for a foreign one, or -errno. */
+int ff_identify(int fd, uint64_t file_len, uint32_t store_bs, uint32_t *bs, uint32_t *version,
+                const char *name, lg_log *log)
 {
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
@@ -115,6 +117,8 @@ int ff_identify(int fd, uint64_t file_len, uint32_t *bs, uint32_t *version, cons
     if (err == FMT_ERR_NEWER)
         lg_printf(log, LG_ERR, "%s: file format version %u is newer than this fpgalz4fs "
                   "supports (%u); refusing it", name, m.version, FMT_VERSION);
+    if (err == FMT_ERR_FOREIGN && (*bs = fmt2_lost_marker(fd, head, file_len, store_bs)) != 0)
+        return *version = 2, 2;
     if (err != FMT_OK)
         return err == FMT_ERR_FOREIGN ? 0 : -fmt_errno(err);
     *bs = m.block_size, *version = m.version;

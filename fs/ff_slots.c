@@ -117,11 +117,21 @@ static uint32_t ff2_zsum(ff_file *f, uint32_t len)
     return f->v2.zsum;
 }
 
+/* The first block of a file that has none yet carries the marker again in its write: the
+ * write that made the file is not synced, and without the marker the block would be shown
+ * as a foreign file's bytes after a power loss that kept one and not the other. */
 static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t tail)
 {
+    uint8_t marker[FMT_MARKER_LEN];
+    int first = e->block == 0 && f->n_stored == 0;
+    if (first) {
+        fmt_marker m = {FMT_VERSION, f->bs, {0}};
+        memcpy(m.uuid, f->env->sb.uuid, sizeof(m.uuid));
+        fmt_marker_encode(&m, marker);
+    }
     return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
-                           ff2_slot_end(f, e->block, n, tail));
+                           ff2_slot_end(f, e->block, n, tail), first ? marker : NULL);
 }
 
 /* Whole-block holes from fr->v[k] on that another block follows: how many in a row. */
@@ -192,11 +202,15 @@ static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint6
     return rc;
 }
 
+/* After a sync every block stored so far is on the disk: promised from now on. */
 static int ff2_sync(ff_file *f)
 {
     int rc = fdatasync(f->fd) < 0 ? -errno : 0;
-    if (rc == 0)
+    if (rc == 0) {
         f->v2.j_live = 0;
+        if (f->v2.fresh < f->n_stored)
+            f->v2.fresh = f->n_stored;
+    }
     return rc;
 }
 
@@ -290,20 +304,24 @@ static int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
     fmt2_footer ft = ff2_footer(f, size, tail, 0, 0, fresh);
     int rc = fmt2_footer_write(f->fd, tail, &ft);
     if (rc == 0)
-        f->v2.seq++, f->v2.eof = tail + FMT2_FOOTER_LEN, f->v2.j_off = f->v2.j_len = 0,
-        f->v2.footerless = 0;
+        f->v2.seq++, f->v2.disk_fresh = fresh, f->v2.eof = tail + FMT2_FOOTER_LEN,
+        f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0;
     return rc;
 }
 
 typedef struct {
     uint64_t n, size, tail, fresh;
     int shrink, durable;
+    uint64_t fresh_pre;                /* what a footer written before this commit's sync
+                                          says: a power loss before the sync returns may keep
+                                          the footer and lose blocks written since the last
+                                          one, which the check at open then finds */
 } ff2_target;
 
 /* The footer is the commit point of blocks rewritten in place: journal, footer, [sync],
  * slots. A shrinking commit puts both after the old footer, whose state stays whole until
  * the new footer exists; it then settles the footer back behind the slots. */
-static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
 {
     uint32_t n_j;
     int promised;
@@ -316,16 +334,20 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, const ff2_target
         rc = ff2_write_journal(f, e, n_j, at, &jlen);
     free(e);
     int sync = t->durable || promised;
-    fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, sync ? t->n : t->fresh);
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
     if (rc == 0)
         rc = fmt2_footer_write(f->fd, at + jlen, &ft);
     if (rc == 0)                       /* from here the journal is the commit: a failure
                                           leaves its slots to be redone, never rolled back */
-        f->v2.seq++, f->v2.eof = at + jlen + FMT2_FOOTER_LEN, f->v2.j_off = at,
+        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.eof = at + jlen + FMT2_FOOTER_LEN,
+        f->v2.j_off = at,
         f->v2.j_len = jlen, f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n,
         f->v2.jp_tail = t->tail;
     if (rc == 0 && sync)
         rc = ff2_sync(f);
+    if (rc == 0 && sync)               /* every block is on the disk: in its slot, or in the
+                                          journal until the next sync (j_live) */
+        t->fresh = t->n;
     if (rc == 0)
         rc = ff2_write_in_place(f, fr, t->n, t->tail);
     if (rc == 0 && sync)
@@ -380,7 +402,7 @@ static int ff2_redo_journal(ff_file *f)
         rc = fmt2_write_slot(f->fd, f->bs, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
                              e[k].frame ? 0 : ff2_zsum(f, e[k].len),
                              e[k].block + 1 < f->v2.jp_n ? fmt2_slot_off(f->bs, e[k].block + 1)
-                                                         : f->v2.jp_tail);
+                                                         : f->v2.jp_tail, NULL);
     bc_forget_file(f->env->cache, f->id);
     pthread_rwlock_unlock(&f->io);
     if (rc == 0)
@@ -396,7 +418,7 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
     int redo = ff2_redo_journal(f);
     if (redo < 0)
         return redo;
-    ff2_target t = {p->end, p->size, 0, 0, p->end < f->n_stored, durable};
+    ff2_target t = {p->end, p->size, 0, 0, p->end < f->n_stored, durable, 0};
     int rc = ff2_encode(f, p, 0, UINT64_MAX, &fr);
     if (rc == 0 && f->v2.j_live)       /* the old journal may be overwritten from here */
         rc = ff2_sync(f);
@@ -404,12 +426,13 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
         rc = ff2_new_tail(f, &fr, t.n, &t.tail);
     int in_place = fr.n && fr.v[0].block < f->n_stored;
     t.fresh = ff2_fresh_after(f, &fr, t.n, durable);
+    t.fresh_pre = ff2_fresh_after(f, &fr, t.n, 0);
     if (rc == 0)
         rc = ff2_write_appends(f, &fr, t.n, t.tail);
     if (rc == 0 && (in_place || t.shrink)) {
         rc = ff2_commit_journal(f, &fr, &t);
     } else if (rc == 0) {
-        rc = ff2_settle(f, t.size, t.tail, durable ? t.n : t.fresh);
+        rc = ff2_settle(f, t.size, t.tail, t.fresh_pre);
         if (rc == 0 && durable)
             rc = ff2_sync(f);
     }
@@ -431,7 +454,7 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
     if (redo < 0)
         return redo;
     int rc = ff2_encode(f, p, f->n_stored, UINT64_MAX, &fr);
-    ff2_target t = {p->end, p->end * (uint64_t)f->bs, 0, f->v2.fresh, 0, 0};
+    ff2_target t = {p->end, p->end * (uint64_t)f->bs, 0, f->v2.fresh, 0, 0, f->v2.fresh};
     if (rc == 0 && f->v2.j_live)
         rc = ff2_sync(f);
     if (rc == 0)
@@ -452,8 +475,8 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
 static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
 {
     f->v2 = (ff2_state){.tail = ft->tail, .eof = eof, .seq = ft->seq, .fresh = ft->fresh,
-                        .size = ft->size, .j_off = ft->j_off, .j_len = ft->j_len,
-                        .zsum = f->v2.zsum};
+                        .disk_fresh = ft->fresh, .size = ft->size, .j_off = ft->j_off,
+                        .j_len = ft->j_len, .zsum = f->v2.zsum};
 }
 
 static void ff2_take(ff_file *f, uint64_t size, uint64_t n)
@@ -470,6 +493,8 @@ static void ff2_use_journal(ff_file *f, const fmt2_recovery *r)
 {
     for (uint32_t k = 0; k < r->jn; k++) {
         const fmt2_jentry *e = &r->je[k];
+        if (e->block >= f->n_blocks)
+            continue;                  /* cut by fmt2_check_fresh */
         ff_blk *b = &f->blk[e->block];
         if (!e->frame) {
             b->off |= FMT_ENTRY_ZERO;
@@ -494,10 +519,24 @@ static void ff2_log_recovery(ff_file *f, const fmt2_recovery *r, uint64_t file_l
                   "found in their slots, %llu bytes cut after offset %llu", f->name,
                   (unsigned long long)r->ft.n_blocks, (unsigned long long)r->ft.size,
                   (unsigned long long)r->cut, (unsigned long long)r->ft.tail);
-    else if (r->settled)
+    else if (r->replayed || (r->settled && !r->unsynced))
         lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%u blocks "
                   "rewritten from its journal, %llu bytes of file cut)", f->name, r->replayed,
                   (unsigned long long)(file_len - r->file_len));
+    if (r->unsynced_cut)
+        lg_printf(f->env->log, LG_WARN, "%s: of the %llu blocks written after its last sync "
+                  "before the store was last left, %llu from block %llu on did not reach the "
+                  "disk whole (a power loss): the file now ends before them", f->name,
+                  (unsigned long long)r->unsynced, (unsigned long long)r->unsynced_cut,
+                  (unsigned long long)r->ft.n_blocks);
+}
+
+/* Whether the file was last changed before this mount began and after the store was last
+ * left clean (ff_options): then the session that changed it may have ended in a power
+ * loss, and its unsynced blocks are checked (fmt2_check_fresh). */
+int ff2_may_have_lost_power(const ff_env *env, uint64_t ctime_ns)
+{
+    return ctime_ns > env->opt.clean_ns && ctime_ns < env->opt.start_ns;
 }
 
 /* The recovery fsck runs too (fmt2_recover); memory then takes the state it leaves. */
@@ -506,14 +545,19 @@ int ff2_load(ff_file *f, uint64_t file_len)
     fmt2_recovery r;
     int ro = f->env->opt.read_only;
     fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, f->v2.zsum, &r);
+    if (err == FMT_OK && ff2_may_have_lost_power(f->env, f->ctime_ns))
+        err = fmt2_check_fresh(f->fd, f->bs, !ro, 1, &r);
     int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
     if (rc == 0) {
         ff2_take(f, r.ft.size, r.ft.n_blocks);
         ff2_set_state(f, &r.ft, r.file_len);
+        if (r.ft.j_len && !ro)         /* a journal kept at rest: its commit synced every
+                                          block, and its slots may be in the cache only */
+            f->v2.fresh = r.ft.n_blocks, f->v2.j_live = 1;
         if (ro)
             ff2_use_journal(f, &r);
         ff2_log_recovery(f, &r, file_len);
-        f->env->n.repairs += r.torn || r.settled;
+        f->env->n.repairs += r.torn || r.settled || r.unsynced_cut;
     }
     if (r.settled || r.replayed)
         ff_restore_mtime(f);
@@ -553,7 +597,7 @@ int ff2_empty(ff_file *f)
     return rc;
 }
 
-int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size)
+int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size)
 {
     fmt2_footer ft;
     fmt_error err = fmt2_footer_read(fd, file_len, bs, &ft);
@@ -561,11 +605,23 @@ int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, uint64_t *size)
         fmt2_scan_result sr;
         if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
             ft.size = sr.size;
+        *size = ft.size;
+        return err == FMT_OK ? 1 : -fmt_errno(err);  /* the repair's walk decides */
     }
     if (err != FMT_OK)
         return -fmt_errno(err);
     *size = ft.size;
-    return 0;
+    if (ft.j_len) {                    /* a damaged journal makes the open walk the slots */
+        uint8_t *buf;
+        fmt2_jentry *e;
+        uint32_t n;
+        err = fmt2_journal_read(fd, ft.j_off, ft.j_len, ft.seq, bs, ft.n_blocks, &buf, &e, &n);
+        free(buf);
+        free(e);
+        if (err != FMT_OK)
+            return err == FMT_ERR_NO_TRAILER ? 1 : -fmt_errno(err);
+    }
+    return check_fresh && ft.fresh < ft.n_blocks;    /* the open's check decides */
 }
 
 /* A commit that failed before its footer (a full disk) may have overwritten the old footer
@@ -583,14 +639,27 @@ void ff2_rollback(ff_file *f)
     }
 }
 
-/* An fsync with nothing to commit still promises every block: the footer says so, or a
- * later unsynced rewrite in place would take them for blocks nobody was promised. */
+/* At the last release: a footer written before its commit's sync counts fewer blocks as
+ * promised than are (fresh_pre); the next open takes the footer's word, and would rewrite a
+ * promised block without a synced journal. Without a live journal (whose footer must stay
+ * until the next sync) the footer is put right, unsynced: if a power loss takes it, the
+ * check at the next open finds the blocks whole. */
+int ff2_release(ff_file *f)
+{
+    if (f->v2.j_live || f->v2.j_pending || f->v2.footerless || f->v2.disk_fresh >= f->v2.fresh ||
+        f->v2.fresh > f->n_stored)
+        return 0;
+    return ff2_settle(f, f->v2.size, f->v2.tail, f->v2.fresh);
+}
+
+/* An fsync with nothing to commit, after its sync: every block is promised, and the footer
+ * says so, or a later open would take them for blocks nobody was promised. */
 int ff2_promise(ff_file *f)
 {
-    if (f->v2.fresh >= f->n_stored || f->v2.j_pending || f->v2.footerless)
+    if (f->v2.j_pending || f->v2.footerless)
         return 0;
-    int rc = ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
-    if (rc == 0)
-        f->v2.fresh = f->n_stored;
-    return rc;
+    f->v2.j_live = 0;                  /* the caller's sync put the slots on the disk */
+    f->v2.fresh = f->n_stored;
+    return f->v2.disk_fresh >= f->n_stored ? 0
+                                           : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
 }

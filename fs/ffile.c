@@ -85,6 +85,26 @@ static void ff_free(ff_file *f)
     free(f);
 }
 
+/* A version 2 file whose marker a power loss took (ff_identify): the marker goes back, or on
+ * a read-only mount the file is read as what it is. Returns 1 (an own file) or -errno. */
+static int ff_restore_marker(ff_file *f)
+{
+    if (!f->env->opt.read_only) {
+        fmt_marker m = {FMT_VERSION, f->bs, {0}};
+        memcpy(m.uuid, f->env->sb.uuid, sizeof(m.uuid));
+        uint8_t head[FMT_MARKER_LEN];
+        fmt_marker_encode(&m, head);
+        int rc = fmt_pwrite_all(f->fd, head, sizeof(head), 0);
+        if (rc < 0)
+            return rc;
+    }
+    lg_printf(f->env->log, LG_WARN, "%s: its marker never reached the disk (a power loss); %s",
+              f->name, f->env->opt.read_only ? "read as the version 2 file it is"
+                                               : "written again");
+    f->env->n.repairs++;
+    return 1;
+}
+
 int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
 {
     struct stat st;
@@ -94,10 +114,16 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
         return -ENOMEM;
     }
     int rc = fstat(fd, &st) < 0 ? -errno : 0;
-    if (rc == 0)
+    if (rc == 0) {
         f->mtime = st.st_mtim;
-    if (rc == 0 && (rc = ff_identify(fd, (uint64_t)st.st_size, &f->bs, &f->version, f->name,
-                                             env->log)) == 0)
+        f->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+    }
+    if (rc == 0)
+        rc = ff_identify(fd, (uint64_t)st.st_size, env->sb.block_size, &f->bs, &f->version,
+                         f->name, env->log);
+    if (rc == 2)
+        rc = ff_restore_marker(f);
+    if (rc == 0)
         f->foreign = 1;
     else if (rc == 1)
         rc = ff_load_own(f, (uint64_t)st.st_size);
@@ -160,6 +186,8 @@ int ff_release(ff_file *f)
     int rc = ff_lock(f);
     if (rc == 0) {
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
+        if (rc == 0 && !f->foreign && f->version == 2 && !f->env->opt.read_only)
+            rc = ff2_release(f);
         pthread_mutex_unlock(&f->lock);
     }
     ff_free(f);
@@ -202,16 +230,24 @@ int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
     uint32_t bs = 0, version = 0;
     if (fstat(fd, &st) < 0)
         return -errno;
-    int rc = ff_identify(fd, (uint64_t)st.st_size, &bs, &version, "?", env->log);
-    *own = rc == 1;
+    int rc = ff_identify(fd, (uint64_t)st.st_size, env->sb.block_size, &bs, &version, "?",
+                         env->log);
+    *own = rc >= 1;
+    if (rc == 2) {                     /* a guess: the open puts the marker back */
+        ff2_stat_size(fd, (uint64_t)st.st_size, bs, 0, size);
+        return 1;
+    }
     *size = (uint64_t)st.st_size;
     if (rc <= 0)
         return rc;
+    uint64_t ctime = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
     if (version == 2)
-        return ff2_stat_size(fd, (uint64_t)st.st_size, bs, size);
+        return ff2_stat_size(fd, (uint64_t)st.st_size, bs, ff2_may_have_lost_power(env, ctime),
+                             size);
     fmt_trailer t;
     fmt_error err = fmt_trailer_read(fd, (uint64_t)st.st_size, bs, &t);
-    if (err == FMT_ERR_NO_TRAILER) {
+    int torn = err == FMT_ERR_NO_TRAILER;
+    if (torn) {
         fmt_scan_result sr;
         if ((err = fmt_scan(fd, (uint64_t)st.st_size, bs, 0, &sr)) == FMT_OK)
             t = sr.table;
@@ -220,5 +256,5 @@ int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
         return -fmt_errno(err);
     *size = t.size;
     fmt_trailer_free(&t);
-    return 0;
+    return torn;                       /* a torn file: the repair at open decides */
 }

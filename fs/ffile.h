@@ -33,6 +33,12 @@ typedef struct {
     uint64_t fd_max;                   /* backing descriptors open files may hold before
                                           idle ones are closed (ff_set_reopen_arg); 0: no
                                           bound */
+    uint64_t clean_ns, start_ns;       /* a version 2 file whose backing ctime (ns since
+                                          the epoch) lies strictly between them was last
+                                          changed after the store was last left clean and
+                                          before this mount: its blocks written after its
+                                          last sync are checked at open (fmt2_check_fresh).
+                                          0, 0: never; 0, UINT64_MAX: always (tools) */
 } ff_options;
 
 /* Shared by all files of one mount. The engine and log stay owned by the caller. */
@@ -91,7 +97,10 @@ int ff_fsync(ff_file *f);
 
 /* Logical size of a backing file that is not open, read-only (no repair): own files give
  * the seek table's size (or a scan's when the table is torn); foreign files their size.
- * *own is set to 1 for an own file. */
+ * *own is set to 1 for an own file. Returns 1 when only the repair an open makes can tell
+ * the size (a torn file; a version 2 file the clean mark says a power loss may have caught,
+ * with blocks written after its last sync): *size is then a guess, and the caller should
+ * open the file (ff_open) and take its size. */
 int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own);
 
 /* Counters for user.fpgalz4fs.stats. */

@@ -197,6 +197,25 @@ int fmt_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
+int fmt_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t w = pwritev(fd, iov, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        if (w == 0)
+            return -ENOSPC;
+        off += (uint64_t)w;
+        while (n > 0 && (size_t)w >= iov->iov_len)
+            w -= (ssize_t)iov->iov_len, iov++, n--;
+        if (n > 0)
+            iov->iov_base = (uint8_t *)iov->iov_base + w, iov->iov_len -= (size_t)w;
+    }
+    return 0;
+}
+
 size_t fmt_trailer_len(uint32_t n_entries, uint32_t n_reveal, uint32_t n_retire)
 {
     return 8 + (size_t)n_entries * FMT_ENTRY_LEN + (size_t)n_reveal * FMT_REVEAL_LEN +

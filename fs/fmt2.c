@@ -108,7 +108,7 @@ static int fmt2_write_hole(int fd, uint32_t bs, uint64_t at, uint32_t len, uint3
 /* The frame's last bytes and the padding header go out in one write; the padding's payload
  * is given back to the backing filesystem. */
 int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
-                    uint32_t len, uint32_t zsum, uint64_t end)
+                    uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker)
 {
     uint64_t at = fmt2_slot_off(bs, i);
     uint8_t tail[FMT2_HOLE_TAIL + 8];
@@ -124,10 +124,18 @@ int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint3
         fmt_put32(tail + tail_len + 4, (uint32_t)(end - fend - 8));
         tail_len += 8;
     }
-    if (rc == 0 && frame && (rc = fmt_pwrite_all(fd, frame, frame_len, at)) < 0)
-        return rc;
-    if (rc == 0 && tail_len)
-        rc = fmt_pwrite_all(fd, tail, tail_len, fend - (frame ? 0 : FMT2_HOLE_TAIL));
+    if (rc == 0 && frame) {            /* marker, frame and padding header: one write */
+        struct iovec v[3];
+        int nv = 0;
+        if (marker && i == 0)
+            v[nv++] = (struct iovec){(void *)marker, FMT_MARKER_LEN};
+        v[nv++] = (struct iovec){(void *)frame, frame_len};
+        if (tail_len)
+            v[nv++] = (struct iovec){tail, tail_len};
+        rc = fmt_pwritev_all(fd, v, nv, at - (marker && i == 0 ? FMT_MARKER_LEN : 0));
+    } else if (rc == 0 && tail_len) {
+        rc = fmt_pwrite_all(fd, tail, tail_len, fend - FMT2_HOLE_TAIL);
+    }
     if (rc == 0 && end > fend + 8)
         fmt_punch(fd, fend + 8, end - fend - 8);
     return rc;
@@ -399,7 +407,7 @@ static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2
             continue;
         r->replayed++;
         if (write && fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len, sum,
-                                     end) < 0)
+                                     end, NULL) < 0)
             err = FMT_ERR_IO;
     }
     free(tmp);
@@ -464,6 +472,138 @@ fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32
     if (r->replayed && fdatasync(fd) < 0)
         return FMT_ERR_IO;
     return fmt2_settle(fd, r);
+}
+
+/* Whether slot i holds a whole block as the footer ft describes it (i < n - 1: a full
+ * block padded to the next slot; the last: the footer's size, its extent ending at tail);
+ * *flen: its frame's length. */
+static int fmt2_slot_whole(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft,
+                           uint64_t i, uint8_t *buf, uint32_t *flen)
+{
+    uint32_t len = 0;
+    int padded = 0;
+    if (fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, flen, &padded) != FMT_OK)
+        return 0;
+    if (i + 1 < ft->n_blocks)
+        return len == bs && padded;
+    uint64_t at = fmt2_slot_off(bs, i), fend = at + *flen;
+    if (len != ft->size - i * (uint64_t)bs || fend > ft->tail)
+        return 0;
+    return fend == ft->tail || (ft->tail - at <= fmt2_slot_len(bs) && fend + 8 <= ft->tail &&
+                                fmt_get32(buf + *flen) == FMT_SKIP_PAD &&
+                                fmt_get32(buf + *flen + 4) == ft->tail - fend - 8);
+}
+
+/* Whether block i is one the journal r holds (its copy is read instead of the slot). */
+static int fmt2_in_journal(const fmt2_recovery *r, uint64_t i)
+{
+    for (uint32_t k = 0; k < r->jn; k++)
+        if (r->je[k].block == i)
+            return 1;
+    return 0;
+}
+
+fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r)
+{
+    fmt2_footer ft = r->ft;
+    if (ft.fresh >= ft.n_blocks)
+        return FMT_OK;
+    uint8_t *buf = malloc(fmt2_slot_len(bs));
+    if (!buf)
+        return FMT_ERR_NOMEM;
+    uint64_t i = ft.fresh;
+    uint32_t flen = 0;
+    for (; i < ft.n_blocks; i++)
+        if (!fmt2_in_journal(r, i) && !fmt2_slot_whole(fd, r->file_len, bs, &ft, i, buf, &flen))
+            break;
+    r->unsynced = ft.n_blocks - ft.fresh;
+    if (i < ft.n_blocks) {             /* cut before the first block that is not whole */
+        uint32_t len = 0, prev = 0;
+        int padded;
+        if (i > 0 && fmt2_scan_slot(fd, r->file_len, bs, i - 1, 0, buf, &len, &prev,
+                                    &padded) != FMT_OK)
+            prev = 0;
+        r->unsynced_cut = ft.n_blocks - i;
+        ft.n_blocks = i, ft.size = i * (uint64_t)bs;
+        ft.tail = i ? fmt2_slot_off(bs, i - 1) + prev : FMT_MARKER_LEN;
+        if (i && !prev) {              /* cannot happen: block i - 1 was checked whole */
+            free(buf);
+            return FMT_ERR_CORRUPT;
+        }
+    }
+    free(buf);
+    ft.fresh = ft.n_blocks;
+    if (!write || (!r->unsynced_cut && !promise)) { /* in memory only: a journal stays */
+        r->ft = ft;
+        return FMT_OK;
+    }
+    ft.j_off = ft.j_len = 0, ft.seq++;
+    /* what the footer now promises must be on the disk first */
+    if (fdatasync(fd) < 0 || fmt2_footer_write(fd, ft.tail, &ft) < 0)
+        return FMT_ERR_IO;
+    fmt2_recovery_free(r);
+    r->ft = ft, r->file_len = ft.tail + FMT2_FOOTER_LEN, r->settled = 1;
+    return FMT_OK;
+}
+
+/* Whether a whole journal or footer (each checksummed) starts in the last two slots' worth
+ * of the file: what a commit writes at its tail, kept by a power loss that lost the rest. */
+static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
+{
+    uint64_t w = 2 * fmt2_slot_len(bs), from = file_len > FMT_MARKER_LEN + w ? file_len - w
+                                                                               : FMT_MARKER_LEN;
+    if (file_len <= from + 8)
+        return 0;
+    size_t n = (size_t)(file_len - from);
+    uint8_t *b = malloc(n);
+    int found = 0;
+    if (!b || fmt_pread_all(fd, b, n, from) < 0) {
+        free(b);
+        return 0;
+    }
+    for (size_t p = 0; !found && p + 8 <= n; p++) {
+        uint32_t magic = fmt_get32(b + p);
+        uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
+        if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16 || p + len > n)
+            continue;
+        found = fmt_get32(b + p + len - 4) == XXH32(b + p + 8, (size_t)len - 12, 0);
+    }
+    free(b);
+    return found;
+}
+
+uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint)
+{
+    for (size_t i = 0; i < FMT_MARKER_LEN; i++)
+        if (head[i])
+            return 0;
+    const uint32_t sizes[] = {bs_hint, 64u << 10, 256u << 10, 1u << 20, 4u << 20};
+    fmt2_footer ft;
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        if (sizes[k] && fmt2_footer_read(fd, file_len, sizes[k], &ft) == FMT_OK)
+            return sizes[k];
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        uint8_t *buf = sizes[k] ? malloc(fmt2_slot_len(sizes[k])) : NULL;
+        uint32_t len = 0, flen = 0;
+        int padded;
+        int ok = buf && fmt2_scan_slot(fd, file_len, sizes[k], 0, 1, buf, &len, &flen,
+                                       &padded) == FMT_OK;
+        free(buf);
+        if (ok)
+            return sizes[k];
+    }
+    /* slot 0 torn or lost too: the start of a version 2 frame in one of the first slots of
+     * the store's block size says what the file was (the walk then keeps the blocks before
+     * the first slot that is not whole: none) */
+    for (uint64_t i = 0; bs_hint && i < FMT2_LOST_MARKER_SLOTS; i++) {
+        uint8_t h[6];
+        if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(bs_hint, i)) < 0)
+            break;
+        if (fmt_get32(h) == FMT_LZ4_MAGIC && h[4] == 0x7C &&
+            h[5] == (uint8_t)(fmt_bd_code(bs_hint) << 4))
+            return bs_hint;
+    }
+    return bs_hint && fmt2_tail_item(fd, file_len, bs_hint) ? bs_hint : 0;
 }
 
 void fmt2_recovery_free(fmt2_recovery *r)

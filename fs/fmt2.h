@@ -77,10 +77,12 @@ fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
                            uint32_t *len, uint32_t *word, uint32_t *frame_len);
 
 /* Writes slot i's frame and, when the slot goes on to `end`, the padding up to there
- * (its payload punched). frame NULL writes a hole of len zeros whose checksum is zsum
- * (fmt2_zero_sum(len)). */
+ * (its payload punched), in one write. frame NULL writes a hole of len zeros whose checksum
+ * is zsum (fmt2_zero_sum(len)). marker, when not NULL and i is 0, is the file's marker,
+ * written in the same write: a file whose first slot reached the disk has its marker, even
+ * if the write that made the file was lost (FORMAT.md 11.5). */
 int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
-                    uint32_t len, uint32_t zsum, uint64_t end);
+                    uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker);
 /* Writes whole-block holes in slots [a, b), each followed by another slot: one write of
  * the bytes between two blocks' data per block. [a's slot, zero_end) is zeroed first (old
  * bytes there); past it the file must read as zeros already. */
@@ -125,6 +127,9 @@ typedef struct {
     uint32_t replayed;                      /* slots that differed from the journal (and
                                                were rewritten when writing) */
     int settled;                            /* the footer was put back behind the slots */
+    uint64_t unsynced;                      /* fmt2_check_fresh: blocks it checked */
+    uint64_t unsynced_cut;                  /* of those, dropped: from the first one that
+                                               was not whole to the end */
     uint8_t *jbuf;                          /* not writing: the journal, whose frames a */
     fmt2_jentry *je;                        /* reader takes instead of the slots' */
     uint32_t jn;
@@ -136,6 +141,24 @@ typedef struct {
 fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
                        fmt2_recovery *r);
 void fmt2_recovery_free(fmt2_recovery *r);
+
+/* A version 2 file whose marker never reached the disk: head (its first 59 bytes) reads as
+ * zeros, the write that made the file lost to a power loss that kept later ones, and a
+ * version 2 file lies behind it (a footer at EOF, a whole frame in slot 0, the header of a
+ * version 2 frame of block size bs_hint in one of the first FMT2_LOST_MARKER_SLOTS slots, or
+ * a whole journal or footer in the last two slots' worth of bytes).
+ * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
+#define FMT2_LOST_MARKER_SLOTS 16u            /* slots looked at for a frame header */
+uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
+
+/* After fmt2_recover, for a file a power loss may have caught: the blocks at and after the
+ * footer's fresh were written after the file's last sync, so a power loss may have kept the
+ * footer that counts them and lost any of their slots. Each such slot is checked whole (its
+ * frame, block checksums, padding); from the first that is not, the file is cut. When
+ * writing and something was cut, or promise is set, the file is then synced and the footer
+ * says every block is promised (fresh = n), so that no later open checks them again.
+ * Otherwise r->ft says the same, in memory only. */
+fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r);
 
 /* Zeroes [off, off+len) of the backing file, deallocating what it can. */
 int fmt2_zero(int fd, uint64_t off, uint64_t len);

@@ -201,6 +201,26 @@ void op_bind_reopen(struct op_fs *fs)
     ff_env_set_reopen(fs->env, op_reopen, fs);
 }
 
+/* A closed file whose size only its repair can tell (ff_stat_size): opened and released as
+ * an open(2) would, so that the size stat shows is the one reads will find (what the repair
+ * cut is gone before anyone sees it). st gets the backing attributes after the repair. Called
+ * with n->lock held, n->file NULL. */
+static int op_repaired_size(struct op_fs *fs, struct in_inode *n, struct stat *st,
+                            uint64_t *size)
+{
+    ff_file *f;
+    int err = op_open_backing(fs, n, &f);
+    if (err)
+        return err;
+    *size = ff_size(f);
+    struct stat now;
+    if (ff_fstat(f, &now) == 0) {
+        st->st_size = now.st_size, st->st_ctim = now.st_ctim;
+        st->st_mtim = now.st_mtim, st->st_blocks = now.st_blocks;
+    }
+    return ff_release(f);
+}
+
 /* The logical size of a closed regular file, read from its seek table only when the backing
  * file changed since the last time (commits always change st_size or st_ctim). Called with
  * n->lock held. */
@@ -221,6 +241,8 @@ static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
     int own;
     int err = ff_stat_size(fs->env, fd, &size, &own);
     close(fd);
+    if (err > 0)                       /* torn, or maybe caught by a power loss */
+        err = op_repaired_size(fs, n, st, &size);
     if (err)
         return err;
     n->size_valid = 1;

@@ -410,12 +410,11 @@ static int sb_sync_dir(int dirfd)
  * symlink someone planted to make root write elsewhere) is unlinked, which never follows it,
  * and the new one is created with O_EXCL | O_NOFOLLOW: if the name reappears in between,
  * the write fails instead of going through it. */
-static int sb_write_tmp(int dirfd, const char *text, size_t len)
+static int sb_write_tmp(int dirfd, const char *tmp, const char *text, size_t len)
 {
-    if (unlinkat(dirfd, SB_TMP_NAME, 0) != 0 && errno != ENOENT)
+    if (unlinkat(dirfd, tmp, 0) != 0 && errno != ENOENT)
         return -1;
-    int fd = openat(dirfd, SB_TMP_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    0644);
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     if (sb_write_all(fd, text, len) != 0 || fsync(fd) != 0) {
@@ -427,12 +426,28 @@ static int sb_write_tmp(int dirfd, const char *text, size_t len)
 
 /* A superblock that is not a regular file was not written by us: refuse to replace it, so
  * that whoever put it there has it looked at (the rename alone would not follow it). */
-static sb_error sb_check_existing(int dirfd)
+static sb_error sb_check_existing(int dirfd, const char *name)
 {
     struct stat st;
-    if (fstatat(dirfd, SB_FILE_NAME, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? SB_OK : SB_ERR_IO;
     return S_ISREG(st.st_mode) ? SB_OK : SB_ERR_NOT_REGULAR;
+}
+
+/* name gets text whole or keeps what it had, through tmp. */
+static sb_error sb_replace(int dirfd, const char *name, const char *tmp, const char *text,
+                           size_t len)
+{
+    sb_error e = sb_check_existing(dirfd, name);
+    if (e != SB_OK)
+        return e;
+    if (sb_write_tmp(dirfd, tmp, text, len) != 0 || renameat(dirfd, tmp, dirfd, name) != 0) {
+        int saved = errno;
+        unlinkat(dirfd, tmp, 0);
+        errno = saved;
+        return SB_ERR_IO;
+    }
+    return sb_sync_dir(dirfd) == 0 ? SB_OK : SB_ERR_IO;
 }
 
 sb_error sb_write(int dirfd, const sb_super *sb)
@@ -441,17 +456,37 @@ sb_error sb_write(int dirfd, const sb_super *sb)
     size_t len = sb_format(sb, text, sizeof(text));
     if (len == 0)
         return SB_ERR_CORRUPT;
-    sb_error e = sb_check_existing(dirfd);
-    if (e != SB_OK)
-        return e;
-    if (sb_write_tmp(dirfd, text, len) != 0 ||
-        renameat(dirfd, SB_TMP_NAME, dirfd, SB_FILE_NAME) != 0) {
-        int saved = errno;
-        unlinkat(dirfd, SB_TMP_NAME, 0);
-        errno = saved;
-        return SB_ERR_IO;
-    }
-    return sb_sync_dir(dirfd) == 0 ? SB_OK : SB_ERR_IO;
+    return sb_replace(dirfd, SB_FILE_NAME, SB_TMP_NAME, text, len);
+}
+
+sb_error sb_mark_read(int dirfd, uint64_t *ns, int *clean)
+{
+    *ns = 0, *clean = 0;
+    int fd = openat(dirfd, SB_CLEAN_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? SB_OK : errno == ELOOP ? SB_ERR_NOT_REGULAR : SB_ERR_IO;
+    struct stat st;
+    char text[64];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, text, sizeof(text) - 1)
+                                                           : -2;
+    close(fd);
+    if (n == -2)
+        return SB_ERR_NOT_REGULAR;
+    unsigned long long v;
+    char word[8], nl;
+    text[n > 0 ? n : 0] = '\0';
+    if (n > 0 && sscanf(text, "%7s %llu%c", word, &v, &nl) == 3 && nl == '\n' &&
+        (strcmp(word, "clean") == 0 || strcmp(word, "dirty") == 0))
+        *ns = v, *clean = word[0] == 'c';
+    return SB_OK;                      /* unreadable: nothing is known whole */
+}
+
+sb_error sb_mark_write(int dirfd, uint64_t ns, int clean)
+{
+    char text[64];
+    int len = snprintf(text, sizeof(text), "%s %llu\n", clean ? "clean" : "dirty",
+                       (unsigned long long)ns);
+    return sb_replace(dirfd, SB_CLEAN_NAME, SB_CLEAN_TMP_NAME, text, (size_t)len);
 }
 
 sb_error sb_init(sb_super *sb, uint32_t block_size)

@@ -74,6 +74,18 @@ sb_error sb_init(sb_super *sb, uint32_t block_size);
  * SB_ERR_NOT_REGULAR when the superblock is a symlink or not a regular file. */
 sb_error sb_lock(int dirfd, int *lock_fd);
 
+/* The store's clean mark (.fpgalz4fs-clean, docs/FORMAT.md 1.4): whether every change made
+ * through a mount up to a time (ns since the epoch) is on the disk whole. "clean T": every
+ * change before T is; "dirty L": a mount is running or ended without unmounting (a power
+ * loss may have kept part of what it wrote), and only changes before L are known whole.
+ * Read: *ns is T or L (0 when there is no mark, or it cannot be read: nothing is known
+ * whole), *clean 1 for "clean". Written like the superblock (temporary, fsync, rename,
+ * fsync of the directory); a mark that is a symlink or not a regular file is refused. */
+#define SB_CLEAN_NAME SB_FILE_NAME "-clean"
+#define SB_CLEAN_TMP_NAME SB_CLEAN_NAME ".tmp"
+sb_error sb_mark_read(int dirfd, uint64_t *ns, int *clean);
+sb_error sb_mark_write(int dirfd, uint64_t ns, int clean);
+
 /* UUID as 36 characters plus NUL. */
 void sb_uuid_text(const uint8_t uuid[16], char out[37]);
 

@@ -8,6 +8,7 @@
  * WHAT: REASON" (the open or a read failed). Exit status 0 unless the store cannot be used. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,8 @@ int main(int argc, char **argv)
     char err[256] = "";
     eng_config ec = {.backend = ENG_BACKEND_SW, .sw_threads = 1, .block_size = sb.block_size};
     eng_ctx *eng = eng_open(&ec, err, sizeof(err));
-    ff_options opt = {.read_only = 0, .mem_bytes = 64u << 20, .file_version = 0, .fd_max = 0};
+    ff_options opt = {.read_only = 0, .mem_bytes = 64u << 20, .file_version = 0, .fd_max = 0,
+                      .clean_ns = 0, .start_ns = UINT64_MAX};
     ff_env *env = eng ? ff_env_new(eng, &sb, &opt, NULL) : NULL;
     if (!env) {
         fprintf(stderr, "plcheck: cannot set up: %s\n", err);

@@ -2,7 +2,7 @@
  * (tests/integration/t_powerloss.sh, tests/powerloss.py).
  *
  * Loaded into the daemon with LD_PRELOAD, it wraps the calls that change backing files
- * (pwrite, ftruncate, fallocate) and those that make them durable (fsync, fdatasync). Each
+ * (pwrite, pwritev, ftruncate, fallocate) and those that make them durable (fsync, fdatasync). Each
  * successful call on a file under $PLSHIM_ROOT is appended to $PLSHIM_LOG once it has
  * returned, with the file's path relative to the root, a sequence number and the monotonic
  * time; writes carry their bytes. The log is what a disk was asked to do, in the order the
@@ -41,6 +41,7 @@ static int (*real_fallocate)(int, int, off_t, off_t);
 static int (*real_fsync)(int);
 static int (*real_fdatasync)(int);
 static ssize_t (*real_write)(int, const void *, size_t);
+static ssize_t (*real_pwritev)(int, const struct iovec *, int, off_t);
 
 static void pl_init(void)
 {
@@ -50,6 +51,7 @@ static void pl_init(void)
     real_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     real_fdatasync = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
     real_write = (ssize_t(*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    real_pwritev = (ssize_t(*)(int, const struct iovec *, int, off_t))dlsym(RTLD_NEXT, "pwritev");
     const char *log = getenv("PLSHIM_LOG"), *root = getenv("PLSHIM_ROOT");
     if (!log || !root || !realpath(root, pl_root))
         return;
@@ -129,6 +131,34 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+
+/* One record for the whole call: what it wrote is one write to the disk. */
+ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
+{
+    pthread_once(&pl_once, pl_init);
+    ssize_t r = real_pwritev(fd, iov, n, off);
+    if (r > 0) {
+        int saved = errno;
+        uint8_t *buf = malloc((size_t)r);
+        if (!buf)
+            abort();
+        size_t done = 0;
+        for (int k = 0; k < n && done < (size_t)r; k++) {
+            size_t m = iov[k].iov_len < (size_t)r - done ? iov[k].iov_len : (size_t)r - done;
+            memcpy(buf + done, iov[k].iov_base, m);
+            done += m;
+        }
+        pl_record(fd, PL_WRITE, (uint64_t)off, (uint64_t)r, 0, buf);
+        free(buf);
+        errno = saved;
+    }
+    return r;
+}
+
+ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off)
+{
+    return pwritev(fd, iov, n, off);
+}
 
 int ftruncate(int fd, off_t len)
 {

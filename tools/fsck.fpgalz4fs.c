@@ -53,6 +53,7 @@ typedef struct {
     fk_inode *seen;                    /* hard-linked files already checked */
     size_t n_seen, cap_seen;
     int status;
+    uint64_t whole_before;             /* the clean mark: changes before are whole */
     /* --convert */
     tl_conv tc;
     uint64_t converted, conv_links, conv_left, conv_failed, stale, bytes_in, bytes_out;
@@ -216,7 +217,7 @@ static void fk_tally(fk_state *s, const chk_result *r)
 
 static int fk_check_fd(fk_state *s, int fd, chk_mode mode, chk_result *r)
 {
-    int rc = chk_file(fd, mode, fk_say, s, r);
+    int rc = chk_file(fd, mode, s->whole_before, fk_say, s, r);
     if (rc < 0) {
         fk_bar_clear(s);
         printf("%s/%s: cannot check: %s\n", s->o->dir, s->rel, strerror(-rc));
@@ -426,6 +427,11 @@ int main(int argc, char **argv)
     fk_state s = {.o = &o, .bar = isatty(STDERR_FILENO)};
     s.mode = o.no ? CHK_CHECK : o.yes ? CHK_REPAIR : CHK_PREEN;
     s.ask = !o.no && !o.yes && isatty(STDIN_FILENO);
+    int clean;
+    if (sb_mark_read(dirfd, &s.whole_before, &clean) != SB_OK)
+        s.whole_before = 0;            /* a mark that is not a file: nothing is known whole */
+    else if (clean)
+        s.whole_before = UINT64_MAX;   /* no mount changed anything since (FORMAT.md 1.5) */
     if (o.convert) {
         char err[256];
         if (tl_conv_open(&s.tc, &sb, err, sizeof(err)) < 0) {

@@ -133,7 +133,8 @@ static int mk_scan(int dirfd, mk_contents *c)
             c->has_sb = 1;
         /* .fpgalz4fs.tmp is our own leftover from a superblock write cut short by a crash */
         else if (strcmp(n, ".") && strcmp(n, "..") && strcmp(n, "lost+found") &&
-                 strcmp(n, SB_TMP_NAME) && !c->other[0])
+                 strcmp(n, SB_TMP_NAME) && strcmp(n, SB_CLEAN_NAME) &&
+                 strcmp(n, SB_CLEAN_TMP_NAME) && !c->other[0])
             snprintf(c->other, sizeof(c->other), "%s", n);
     }
     int saved = errno;
@@ -271,7 +272,7 @@ static int mk_classify(int fd, const struct stat *st)
     if (rc != 0)
         return rc < 0 ? rc : 1;
     chk_result r;
-    rc = chk_file(fd, CHK_CHECK, NULL, NULL, &r);
+    rc = chk_file(fd, CHK_CHECK, UINT64_MAX, NULL, NULL, &r);
     return rc < 0 ? rc : r.kind == CHK_OWN ? 2 : 0;
 }
 
@@ -381,6 +382,20 @@ static int mk_compress_existing(int dirfd, const char *dir, int *lock_fd)
     return c.failed ? MK_EXIT_FAIL : MK_EXIT_OK;
 }
 
+/* A store that has no clean mark yet (a new one) gets one once what was written is on the
+ * disk: nothing in it can have been caught by a power loss. An existing mark (--force on a
+ * store that was in use) stays as it is. */
+static void mk_mark_clean(int dirfd)
+{
+    struct stat st;
+    if (fstatat(dirfd, SB_CLEAN_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (syncfs(dirfd) == 0)
+        sb_mark_write(dirfd, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, 1);
+}
+
 int main(int argc, char **argv)
 {
     mk_options o = {.block_size = 1u << 20, .force = 0, .dir = NULL};
@@ -396,6 +411,8 @@ int main(int argc, char **argv)
         status = mk_format(dirfd, &o);
     if ((status == MK_CONTINUE || status == MK_EXIT_OK) && o.compress)
         status = mk_compress_existing(dirfd, o.dir, &lock_fd);
+    if (status == MK_CONTINUE || status == MK_EXIT_OK)
+        mk_mark_clean(dirfd);
     if (lock_fd >= 0)
         close(lock_fd);
     close(dirfd);

@@ -209,8 +209,8 @@ for opt in -n -y ""; do
     check_eq "fsck $opt on a mounted store: exit 8" 8 "$rc"
     check "fsck $opt on a mounted store: says why" grep -q "store is in use (mounted" "$WS/m.out"
 done
-check "umount" umount_store
 check "a refused fsck wrote nothing" cmp "$WS/snap.mounted" <(snapshot "$B")
+check "umount" umount_store
 
 # ---- store B: one flipped byte in a block is reported, never touched
 B2="$WS/b2"

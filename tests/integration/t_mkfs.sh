@@ -137,8 +137,11 @@ expect_refusal "directory with a dangling symlink" 1 "not empty" "$d"
 # --- successes ---
 d=$(fresh)
 expect_success "empty directory" "$d" && check_superblock "empty directory" "$d" 1048576
-[[ -z $(find "$d" -mindepth 1 ! -name .fpgalz4fs) ]] && ok "empty directory: only the superblock" ||
+[[ -z $(find "$d" -mindepth 1 ! -name .fpgalz4fs ! -name .fpgalz4fs-clean) ]] &&
+    ok "empty directory: only the superblock and the clean mark" ||
     bad "empty directory: stray files: $(ls -A "$d")"
+grep -Eqx 'clean [0-9]+' "$d/.fpgalz4fs-clean" && ok "a new store is marked clean (FORMAT.md 1.5)" ||
+    bad "clean mark of a new store: $(cat "$d/.fpgalz4fs-clean" 2>&1)"
 
 d=$(fresh)
 mkdir "$d/lost+found"

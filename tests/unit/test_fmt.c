@@ -251,7 +251,9 @@ static void test_streaming_commits(void **state)
     for (size_t off = 0; off < n; off += 32768)
         assert_int_equal(ff_write(f, d + off, n - off < 32768 ? n - off : 32768, (off_t)off), 0);
     fd = fx_fd(fx);
-    assert_int_equal(ff_stat_size(fx->env, fd, &size, &own), 0);
+    /* no table at EOF: a closed file like this would be torn, and only the repair of an
+     * open can tell its size (1); the frames the walk sees are hidden, so it guesses 0 */
+    assert_int_equal(ff_stat_size(fx->env, fd, &size, &own), 1);
     close(fd);
     assert_int_equal(size, 0);                    /* hidden frames are not the file yet */
     assert_int_equal(ff_release(f), 0);

@@ -443,7 +443,8 @@ static void scase_new(scase *c)
         memcpy(c->data + (uint64_t)i * BS, d, len);
         c->flen[i] = encode(fr, d, len);
         uint64_t end = i + 1 < SC_N ? fmt2_slot_off(BS, i + 1) : fmt2_slot_off(BS, i) + c->flen[i];
-        assert_int_equal(fmt2_write_slot(c->fd, BS, i, fr, (uint32_t)c->flen[i], len, 0, end), 0);
+        assert_int_equal(
+            fmt2_write_slot(c->fd, BS, i, fr, (uint32_t)c->flen[i], len, 0, end, NULL), 0);
         free(d);
     }
     assert_int_equal(fmt2_write_hole_run(c->fd, BS, SC_FULL, SC_FULL + SC_HOLES,
@@ -607,7 +608,7 @@ static void test_holes_sparse(void **state)
     uint64_t zero_end = fmt2_slot_off(BS, n) + (1 << 20) - 1;
     assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), zero_end), 0);
     assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
-                                     fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD), 0);
+                                     fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD, NULL), 0);
     uint64_t end = fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
     assert_int_equal(ftruncate(fd, (off_t)end), 0);
     fsync(fd);
@@ -765,7 +766,7 @@ typedef struct {
 static void logged_new(logged *l, fixture *fx)
 {
     sb_super sb;
-    ff_options opt = {0, 64u << 20, 0, 0};
+    ff_options opt = {0, 64u << 20, 0, 0, 0, 0};
     assert_int_equal(sb_init(&sb, fx->bs), SB_OK);
     int fd = tmp_file(l->path, sizeof(l->path));
     close(fd);
@@ -915,7 +916,7 @@ static void test_ff_interrupted_commit(void **state)
     save(fx->path, now, n_new);
     {
         sb_super sb;
-        ff_options ro = {1, 64u << 20, 0, 0};
+        ff_options ro = {1, 64u << 20, 0, 0, 0, 0};
         assert_int_equal(sb_init(&sb, BS), SB_OK);
         ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
         ff_file *g;
@@ -961,7 +962,7 @@ static void test_chk_clean_v2(void **state)
     for (int mode = CHK_CHECK; mode <= CHK_PREEN; mode++) {
         chk_result r;
         int lines = 0, fd = open(fx->path, mode == CHK_CHECK ? O_RDONLY : O_RDWR);
-        assert_int_equal(chk_file(fd, (chk_mode)mode, chk_quiet, &lines, &r), 0);
+        assert_int_equal(chk_file(fd, (chk_mode)mode, 0, chk_quiet, &lines, &r), 0);
         close(fd);
         assert_int_equal(r.kind, CHK_OWN);
         assert_int_equal(r.found, 0);
