@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -472,13 +473,25 @@ sb_error sb_mark_read(int dirfd, uint64_t *ns, int *clean)
     close(fd);
     if (n == -2)
         return SB_ERR_NOT_REGULAR;
-    unsigned long long v;
-    char word[8], nl;
-    text[n > 0 ? n : 0] = '\0';
-    if (n > 0 && sscanf(text, "%7s %llu%c", word, &v, &nl) == 3 && nl == '\n' &&
-        (strcmp(word, "clean") == 0 || strcmp(word, "dirty") == 0))
-        *ns = v, *clean = word[0] == 'c';
+    if (n > 0)
+        sb_mark_parse(text, (size_t)n, ns, clean);
     return SB_OK;                      /* unreadable: nothing is known whole */
+}
+
+int sb_mark_parse(const char *text, size_t len, uint64_t *ns, int *clean)
+{
+    char line[64];
+    if (len == 0 || len >= sizeof(line) || text[len - 1] != '\n')
+        return -1;
+    memcpy(line, text, len);
+    line[len - 1] = '\0';
+    int c = strncmp(line, "clean ", 6) == 0, d = strncmp(line, "dirty ", 6) == 0;
+    const char *digits = line + 6;
+    if ((!c && !d) || !*digits || strspn(digits, "0123456789") != strlen(digits) ||
+        strlen(digits) > 19)
+        return -1;
+    *ns = strtoull(digits, NULL, 10), *clean = c;
+    return 0;
 }
 
 sb_error sb_mark_write(int dirfd, uint64_t ns, int clean)

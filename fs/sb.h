@@ -84,6 +84,9 @@ sb_error sb_lock(int dirfd, int *lock_fd);
 #define SB_CLEAN_NAME SB_FILE_NAME "-clean"
 #define SB_CLEAN_TMP_NAME SB_CLEAN_NAME ".tmp"
 sb_error sb_mark_read(int dirfd, uint64_t *ns, int *clean);
+/* The mark's text: 0 and *ns, *clean set when it is one line "clean T\n" or "dirty T\n" (T at
+ * most 19 decimal digits), else -1 and nothing set. */
+int sb_mark_parse(const char *text, size_t len, uint64_t *ns, int *clean);
 sb_error sb_mark_write(int dirfd, uint64_t ns, int clean);
 
 /* UUID as 36 characters plus NUL. */

@@ -5,7 +5,8 @@
  * "checksum=" line), so that mutations reach the key=value parser behind the XXH32.
  * Invariants: a superblock that parses has a valid block size and a version this build
  * reads, and formats back to text that parses to the same values; the block-size parser
- * gives 0 or one of the four sizes. */
+ * gives 0 or one of the four sizes; the clean mark's parser (sb_mark_parse) accepts only one
+ * line of "clean T" or "dirty T". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         word[size] = '\0';
         uint32_t bs = sb_parse_block_size(word);
         FZ_CHECK(bs == 0 || sb_block_size_valid(bs), "block size parser gave %u", bs);
+    }
+    /* the clean mark's parser: what it accepts formats back to the same text */
+    uint64_t ns = 0;
+    int clean = -1;
+    if (sb_mark_parse(text, size, &ns, &clean) == 0) {
+        char again[64];
+        int len = snprintf(again, sizeof(again), "%s %llu\n", clean ? "clean" : "dirty",
+                           (unsigned long long)ns);
+        FZ_CHECK(clean == 0 || clean == 1, "clean %d", clean);
+        FZ_CHECK(len > 0 && (size_t)len <= size, "mark text grew: %zu -> %d", size, len);
     }
     return 0;
 }
