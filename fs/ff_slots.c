@@ -202,15 +202,11 @@ static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint6
     return rc;
 }
 
-/* After a sync every block stored so far is on the disk: promised from now on. */
 static int ff2_sync(ff_file *f)
 {
     int rc = fdatasync(f->fd) < 0 ? -errno : 0;
-    if (rc == 0) {
+    if (rc == 0)
         f->v2.j_live = 0;
-        if (f->v2.fresh < f->n_stored)
-            f->v2.fresh = f->n_stored;
-    }
     return rc;
 }
 
@@ -277,7 +273,9 @@ static int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint
 
 /* Blocks at or past the result were all written since the last sync, so nobody was
  * promised them: rewriting them in place needs no synced journal. The fresh blocks are a
- * suffix: this commit's appends, the old fresh suffix, and written blocks just below it. */
+ * suffix: this commit's appends, the old fresh suffix, and written blocks just below it;
+ * never a block an fsync promised (v2.promised), whose rewrites must always go through a
+ * synced journal: a torn rewrite would take the promised bytes it did not change with it. */
 static uint64_t ff2_fresh_after(const ff_file *f, const ff2_frames *fr, uint64_t n, int synced)
 {
     if (synced)
@@ -288,6 +286,8 @@ static uint64_t ff2_fresh_after(const ff_file *f, const ff2_frames *fr, uint64_t
         k--;
     while (k > 0 && b > 0 && fr->v[k - 1].block == b - 1)
         b--, k--;
+    if (b < f->v2.promised)
+        b = f->v2.promised;
     return b < n ? b : n;
 }
 
@@ -345,9 +345,6 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
         f->v2.jp_tail = t->tail;
     if (rc == 0 && sync)
         rc = ff2_sync(f);
-    if (rc == 0 && sync)               /* every block is on the disk: in its slot, or in the
-                                          journal until the next sync (j_live) */
-        t->fresh = t->n;
     if (rc == 0)
         rc = ff2_write_in_place(f, fr, t->n, t->tail);
     if (rc == 0 && sync)
@@ -355,12 +352,16 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     /* An unsynced journal protects nothing once its slots are written: drop it at once, so
      * the next open has nothing to compare. A synced one stays until the next commit's
      * sync, unless it is large. A shrink syncs first: its footer goes where a dropped block
-     * began, which the old footer may still name after a machine crash. */
+     * began, which the old footer may still name after a machine crash. It syncs after the
+     * cut too: until the cut is on the disk the dropped slots are still there, whole, and a
+     * later commit whose journal a power loss takes would have the walk bring them back. */
     if (rc == 0 && (t->shrink || !sync || jlen > FF2_JOURNAL_KEEP(f->bs))) {
         if (f->v2.j_live || t->shrink)
             rc = ff2_sync(f);
         if (rc == 0)
             rc = ff2_settle(f, t->size, t->tail, sync || t->shrink ? t->n : t->fresh);
+        if (rc == 0 && t->shrink)
+            rc = ff2_sync(f);
     }
     if (rc == 0)
         f->v2.j_pending = 0;
@@ -380,6 +381,10 @@ static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
     }
     f->n_stored = t->n;
     f->v2.tail = t->tail, f->v2.fresh = t->fresh, f->v2.size = t->size;
+    if (t->durable)
+        f->v2.promised = t->n;
+    else if (f->v2.promised > t->n)
+        f->v2.promised = t->n;
 }
 
 /* A commit failed while writing the slots its footer's journal names (a full disk): the
@@ -475,7 +480,8 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
 static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
 {
     f->v2 = (ff2_state){.tail = ft->tail, .eof = eof, .seq = ft->seq, .fresh = ft->fresh,
-                        .disk_fresh = ft->fresh, .size = ft->size, .j_off = ft->j_off,
+                        .disk_fresh = ft->fresh, .promised = ft->fresh, .size = ft->size,
+                        .j_off = ft->j_off,
                         .j_len = ft->j_len, .zsum = f->v2.zsum};
 }
 
@@ -553,7 +559,7 @@ int ff2_load(ff_file *f, uint64_t file_len)
         ff2_set_state(f, &r.ft, r.file_len);
         if (r.ft.j_len && !ro)         /* a journal kept at rest: its commit synced every
                                           block, and its slots may be in the cache only */
-            f->v2.fresh = r.ft.n_blocks, f->v2.j_live = 1;
+            f->v2.fresh = f->v2.promised = r.ft.n_blocks, f->v2.j_live = 1;
         if (ro)
             ff2_use_journal(f, &r);
         ff2_log_recovery(f, &r, file_len);
@@ -659,7 +665,7 @@ int ff2_promise(ff_file *f)
     if (f->v2.j_pending || f->v2.footerless)
         return 0;
     f->v2.j_live = 0;                  /* the caller's sync put the slots on the disk */
-    f->v2.fresh = f->n_stored;
+    f->v2.fresh = f->v2.promised = f->n_stored;
     return f->v2.disk_fresh >= f->n_stored ? 0
                                            : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
 }

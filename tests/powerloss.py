@@ -9,8 +9,9 @@
   powerloss.py check BASE PLOG LOGDIR PLCHECK WORK --states N --seed S
       Builds N states a power loss may leave from the daemon's record (tests/plshim.c) over
       the empty store BASE: for a crash point, every file gets all it was sent before its
-      last sync, then any subset of what came after, in order, one write possibly torn at
-      512-byte sectors. Opens each state as the daemon does (PLCHECK) and checks that every
+      last sync, then any subset of what came after, in order (a write that is kept brings
+      the earlier writes to the same 4 KiB pages with it, as the page cache writes a page
+      whole), one write possibly torn at a 512-byte boundary of the device. Opens each state as the daemon does (PLCHECK) and checks that every
       file opens and reads (after the automatic repair), that every record is one that was
       written there and is not older than what an acknowledged fsync promised, that the size
       is one the writer made possible, and that `lz4 -d` of the backing file gives the same
@@ -249,6 +250,27 @@ def crash_points(ops, n, rnd):
     return sorted(pts)
 
 
+PAGE = 4096
+
+
+def pages(op):
+    typ, _, _, off, ln, _, _ = op
+    return set(range(off // PAGE, (off + ln + PAGE - 1) // PAGE)) if typ == PL_WRITE else set()
+
+
+def with_page_mates(ops, tail, chosen):
+    """The page cache writes a page with every change made to it before: a write that
+    reached the disk brings the earlier writes to its pages with it."""
+    keep = set(chosen)
+    for j in sorted(chosen, reverse=True):
+        pj = pages(ops[j])
+        for i in tail:
+            if i < j and i not in keep and pages(ops[i]) & pj:
+                keep.add(i)
+                pj |= pages(ops[i])
+    return sorted(keep)
+
+
 def tear(rnd):
     """A torn write: the disk wrote its sectors up to a 512-byte boundary of the device and
     not the rest (a write within one sector is whole or not at all)."""
@@ -301,7 +323,7 @@ def check(a):
             img = bytearray(durable[p])
             tail = [j for j in pending.get(p, []) if ops[j][0] != PL_SYNC]
             keep_p = {"none": 0.0, "all": 1.0, "half": 0.5}.get(mode, rnd.random())
-            chosen = [j for j in tail if rnd.random() < keep_p]
+            chosen = with_page_mates(ops, tail, [j for j in tail if rnd.random() < keep_p])
             torn_at = rnd.choice(chosen) if mode == "torn" and chosen else None
             for j in chosen:
                 apply(img, ops[j], tear(rnd) if j == torn_at else None)

@@ -8,8 +8,9 @@
 # write, truncate, fallocate and sync it makes to the backing files while writers append,
 # overwrite, truncate, reopen and fsync through the mount (tests/powerloss.py workload).
 # From that record, states are built at sync boundaries and random points: each file gets
-# all it was sent before its last sync, then none, all, half or a random part of the rest,
-# one write possibly torn at 512-byte sectors. Each state is opened with the daemon's own
+# all it was sent before its last sync, then none, all, half or a random part of the rest
+# (with the earlier writes to the same pages: the page cache writes a page whole), one write
+# possibly torn at a 512-byte boundary of the device. Each state is opened with the daemon's own
 # open and repair (tests/plcheck.c); every file must open and read, every record in it must
 # be one written there, never older than an acknowledged fsync promised, its size one the
 # writers made possible, and `lz4 -d` must give the same bytes.
