@@ -127,7 +127,8 @@ gen_file "$WS/data.txt" $((3 * 1024 * 1024 + 12345)) text 7
 mount_type() {
     mount -t fuse.fpgalz4fs "$BACKING" "$MNT" -o "allow_other,engine=sw,log=$WS/logs/mount-t.log" || return 1
     MOUNTED+=("$MNT")
-    DAEMON_PID=$(_lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
+    # the installed daemon, not the build's: unmounts wait for it to let go of the store
+    DAEMON_PID=$(DAEMON=/usr/bin/fpgalz4fs _lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
     [ -n "$DAEMON_PID" ] && DAEMON_PIDS+=("$DAEMON_PID")
     mountpoint -q "$MNT"
 }
@@ -154,7 +155,8 @@ mount_generic() {
         -o "rw,nodev,nosuid,noexec,async,noatime,nodiratime,relatime,strictatime,lazytime,log=$WS/logs/generic.log" ||
         return 1
     MOUNTED+=("$MNT")
-    DAEMON_PID=$(_lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
+    # the installed daemon, not the build's: unmounts wait for it to let go of the store
+    DAEMON_PID=$(DAEMON=/usr/bin/fpgalz4fs _lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
     [ -n "$DAEMON_PID" ] && DAEMON_PIDS+=("$DAEMON_PID")
     mountpoint -q "$MNT" && cmp "$WS/data.txt" "$MNT/data.txt" && umount_at "$MNT" "$DAEMON_PID"
 }
@@ -166,7 +168,8 @@ printf '%s %s fuse.fpgalz4fs defaults,allow_other,log=%s 0 0\n' \
 mount_fstab() {
     mount -T "$WS/fstab" "$MNT" || return 1
     MOUNTED+=("$MNT")
-    DAEMON_PID=$(_lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
+    # the installed daemon, not the build's: unmounts wait for it to let go of the store
+    DAEMON_PID=$(DAEMON=/usr/bin/fpgalz4fs _lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
     [ -n "$DAEMON_PID" ] && DAEMON_PIDS+=("$DAEMON_PID")
     mountpoint -q "$MNT"
 }
@@ -175,6 +178,17 @@ if check "mount of an fstab line 'STORE MNT fuse.fpgalz4fs defaults,allow_other 
     check "umount of the fstab mount" umount_at "$MNT" "$DAEMON_PID"
 fi
 
+# an unmount returns before the daemon has let go of the store (it syncs and marks the
+# store clean first): wait for its lock
+store_free() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        flock -n "$BACKING/.fpgalz4fs" true && return 0
+        sleep 0.1
+    done
+    return 1
+}
+check "the daemon let go of the store after the unmount" store_free
 check_show "fsck.fpgalz4fs -n on the clean store exits 0" /usr/bin/fsck.fpgalz4fs -n "$BACKING"
 check_show "fpgalz4fs-stat on the store" /usr/bin/fpgalz4fs-stat "$BACKING"
 # One flipped byte inside the first block's data (past the marker, the empty seek table of
