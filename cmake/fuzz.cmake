@@ -72,7 +72,7 @@ if(FUZZ_HAVE_LIBFUZZER)
     add_custom_command(OUTPUT ${bin}
       COMMAND ${FPGALZ4FS_CLANG} ${fuzz_cflags} -fsanitize=fuzzer,address,undefined
               ${FUZZ_DIR}/fuzz_${h}.c ${FUZZ_DIR}/fuzz_util.c ${fuzz_objs}
-              ${LZ4_LINK_LIBRARIES} ${XXHASH_LINK_LIBRARIES} -lpthread -o ${bin}
+              ${LZ4_LINK_LIBRARIES} ${XXHASH_LINK_LIBRARIES} ${CAP_LINK_LIBRARIES} -lpthread -o ${bin}
       DEPENDS ${fuzz_objs} ${FUZZ_DIR}/fuzz_${h}.c ${FUZZ_DIR}/fuzz_util.c
               ${FUZZ_DIR}/fuzz_util.h VERBATIM)
     add_custom_target(fuzz_${h}_libfuzzer ALL DEPENDS ${bin})

@@ -18,6 +18,7 @@
 #include <xxhash.h>
 
 #include "chk2.h"
+#include "fmt2.h"
 #include "sb.h"
 
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     chk_say_fn say;
     void *say_ctx;
     chk_result *r;
+    const sb_super *store;             /* NULL: unknown */
     uint32_t bs;
     uint32_t version;                  /* the marker's format version */
     int wrote;                         /* the file was written: its times go back */
@@ -316,7 +318,7 @@ static int chk_without_table(chk_ctx *c)
 {
     fmt_scan_result sr;
     int rc = chk_last_table(c);
-    fmt_error err = rc < 0 ? FMT_OK : fmt_scan(c->fd, c->r->file_len, c->bs, 0, &sr);
+    fmt_error err = rc < 0 ? FMT_OK : fmt_scan(c->fd, c->r->file_len, c->bs, 1, &sr);
     if (rc < 0 || err != FMT_OK)
         return rc < 0 ? rc : -fmt_errno(err);
     uint64_t cut = c->r->file_len - sr.valid_end;
@@ -368,6 +370,30 @@ static uint32_t chk_damaged_marker(int fd, const uint8_t *h, uint64_t len)
 }
 
 /* Sets c->bs and the kind; 1 when the rest of the file is to be checked as an own file. */
+/* A version 2 file whose marker a power loss took (fmt2_lost_marker): the daemon's open
+ * writes it back (fmt2_restore_marker), and so does a preen; the rest is checked as the
+ * version 2 file it is. */
+static int chk_lost_marker(chk_ctx *c, const uint8_t *h)
+{
+    uint32_t bs = fmt2_lost_marker(c->fd, h, c->r->file_len, c->store->block_size);
+    if (!bs)
+        return c->r->kind = CHK_FOREIGN, 0;
+    c->bs = bs, c->version = FMT_VERSION_2, c->r->kind = CHK_OWN;
+    c->r->found |= CHK_P_MARKER;
+    if (c->mode < CHK_PREEN) {
+        chk_say(c, "marker lost (a power loss kept later writes but not the file's first): "
+                "the mount and a repair write it back");
+        return 1;
+    }
+    int rc = fmt2_restore_marker(c->fd, bs, c->store->uuid);
+    if (rc < 0)
+        return rc;
+    c->wrote = 1;
+    c->r->fixed |= CHK_P_MARKER;
+    chk_say(c, "marker lost (a power loss): written back (block size %s)", sb_block_size_name(bs));
+    return 1;
+}
+
 static int chk_marker(chk_ctx *c)
 {
     uint8_t h[FMT_MARKER_LEN];
@@ -386,6 +412,8 @@ static int chk_marker(chk_ctx *c)
         return c->r->kind = CHK_NEWER, 0;
     }
     uint32_t bs = chk_damaged_marker(c->fd, h, c->r->file_len);
+    if (!bs && c->store)
+        return chk_lost_marker(c, h);
     if (!bs)
         return c->r->kind = CHK_FOREIGN, 0;
     c->bs = bs, c->r->kind = CHK_OWN;
@@ -407,14 +435,14 @@ static int chk_marker(chk_ctx *c)
     return 1;
 }
 
-int chk_file(int fd, chk_mode mode, uint64_t changed_after_ns, chk_say_fn say, void *ctx,
-             chk_result *out)
+int chk_file(int fd, const sb_super *store, chk_mode mode, uint64_t changed_after_ns,
+             chk_say_fn say, void *ctx, chk_result *out)
 {
     struct stat st;
     memset(out, 0, sizeof(*out));
     if (fstat(fd, &st) < 0)
         return -errno;
-    chk_ctx c = {.fd = fd, .mode = mode, .say = say, .say_ctx = ctx, .r = out};
+    chk_ctx c = {.fd = fd, .mode = mode, .say = say, .say_ctx = ctx, .r = out, .store = store};
     out->file_len = out->size = (uint64_t)st.st_size;
     int rc = chk_marker(&c);
     if (rc > 0 && c.version == 2) {

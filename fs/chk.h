@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "fmt.h"
+#include "sb.h"
 
 /* How much a check may write. */
 typedef enum {
@@ -59,13 +60,14 @@ typedef struct {
 typedef void (*chk_say_fn)(void *ctx, const char *line);
 
 /* Checks (and, as mode allows, repairs) the backing file open on fd (O_RDWR unless
- * CHK_CHECK). A version 2 file changed (ctime) after changed_after_ns, the time up to which
+ * CHK_CHECK), of the store whose superblock is store (NULL: unknown; then a version 2 file
+ * whose marker a power loss took is not recognized, and counts as foreign). A version 2 file changed (ctime) after changed_after_ns, the time up to which
  * the store's clean mark (sb_mark_read) says every change is whole, may have been caught by
  * a power loss: its blocks written after its last sync are checked as the daemon's open
  * checks them (fmt2_check_fresh), and the file is cut before the first that is not whole. Returns 0, or -errno when the file could not be read or written at all. The
  * file's atime and mtime are put back after any write. */
-int chk_file(int fd, chk_mode mode, uint64_t changed_after_ns, chk_say_fn say, void *ctx,
-             chk_result *out);
+int chk_file(int fd, const sb_super *store, chk_mode mode, uint64_t changed_after_ns,
+             chk_say_fn say, void *ctx, chk_result *out);
 
 /* What fpgalz4fs-stat reports of one backing file; reads only headers and seek tables. */
 typedef struct {

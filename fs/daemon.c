@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cred.h"
 #include "eng.h"
 #include "ffile.h"
 #include "inode.h"
@@ -663,7 +664,7 @@ static int dm_open_engine(struct fs_daemon *dm)
     dm_log_engine(dm);
     ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20,
                      .file_version = (uint32_t)dm->cfg.file_version,
-                     .fd_max = dm_fd_budget(dm)};
+                     .fd_max = dm_fd_budget(dm), .charge_owner = dm->fs.charge};
     if (dm_mark_dirty(dm, &fo) != 0)
         return -1;
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);
@@ -807,6 +808,23 @@ static void dm_raise_nofile(struct fs_daemon *dm)
                   (unsigned long long)rl.rlim_max, was);
 }
 
+/* Before the engine starts its threads: they inherit what is left (cred.h). A daemon that
+ * cannot cut its capabilities still serves, and says that users can reach the reserve. */
+static void dm_limit_caps(struct fs_daemon *dm)
+{
+    char why[256];
+    cr_mode mode;
+    if (cr_limit(&mode, why, sizeof(why)) != 0) {
+        lg_printf(dm->fs.log, LG_WARN, "%s: users' writes can use the backing filesystem's "
+                  "reserved blocks and pass its quotas", why);
+        return;
+    }
+    dm->fs.charge = mode == CR_CHARGING;
+    if (dm->fs.charge)
+        lg_printf(dm->fs.log, LG_INFO, "capabilities cut to what the daemon uses; users' "
+                  "writes are charged to them (reserved blocks, quotas)");
+}
+
 static int dm_loop(struct fs_daemon *dm)
 {
     struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -880,6 +898,7 @@ static int dm_serve(struct fs_daemon *dm)
     if (dm_open_log(dm))
         return 1;
     dm_raise_nofile(dm);
+    dm_limit_caps(dm);
     if (dm_open_engine(dm) || dm_mount(dm))
         return 1;
     lg_printf(dm->fs.log, LG_INFO,

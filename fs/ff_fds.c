@@ -166,6 +166,23 @@ int ff_lock(ff_file *f)
     return rc;
 }
 
+/* Blocks a write allocates are charged to the file's owner, not to the daemon's root: a
+ * user's file stops at ext4's reserve and at the user's quota (cred.h). */
+int ff_lock_charged(ff_file *f)
+{
+    int rc = ff_lock(f);
+    if (rc == 0 && f->env->opt.charge_owner && f->owner != 0)
+        f->fsuid_was = cr_charge(f->owner);
+    return rc;
+}
+
+void ff_unlock_charged(ff_file *f)
+{
+    cr_restore(f->fsuid_was);
+    f->fsuid_was = CR_NONE;
+    pthread_mutex_unlock(&f->lock);
+}
+
 int ff_hold_fd(ff_file *f)
 {
     int rc = ff_lock(f);

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "bcache.h"
+#include "cred.h"
 #include "ffile.h"
 #include "fmt.h"
 
@@ -116,6 +117,10 @@ struct ff_file_s {
     ff_file *lru_prev, *lru_next;      /* env's LRU list while FF_FD_OPEN (env->fd_lock) */
     void *reopen_arg;                  /* the caller's name for the file, for env->reopen */
     int reopen_flags;                  /* open(2) flags the descriptor was opened with */
+    uid_t owner;                       /* the backing file's owner: its blocks are the
+                                          owner's (opt.charge_owner, cred.h) */
+    uid_t fsuid_was;                   /* the locking thread's fsuid while it writes as
+                                          the owner; CR_NONE otherwise */
     char name[256];                    /* for log lines */
     uint64_t id;                       /* cache key, unique per open state */
     int foreign;                       /* no marker: bytes pass through */
@@ -204,6 +209,8 @@ int ff_lock(ff_file *f);               /* f->lock, with the descriptor open; on 
                                           (it could not be reopened) the lock is not held */
 void ff_fds_add(ff_file *f);           /* a new file's descriptor counts (FF_FD_HELD) */
 void ff_fds_remove(ff_file *f);        /* before the descriptor is closed for good */
+int ff_lock_charged(ff_file *f);       /* ff_lock, and the thread writes as f->owner */
+void ff_unlock_charged(ff_file *f);    /* the thread's fsuid back, then f->lock */
 
 /* ff_slots.c: version 2 */
 int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable);

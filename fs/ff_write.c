@@ -253,7 +253,7 @@ int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
 {
     if (off < 0)
         return -EINVAL;
-    int rc = ff_lock(f);
+    int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
     if (f->foreign) {
@@ -266,7 +266,7 @@ int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
     } else {
         rc = ff_write_own(f, buf, len, (uint64_t)off);
     }
-    pthread_mutex_unlock(&f->lock);
+    ff_unlock_charged(f);
     return rc;
 }
 
@@ -274,7 +274,7 @@ int ff_truncate(ff_file *f, off_t size)
 {
     if (size < 0)
         return -EINVAL;
-    int rc = ff_lock(f);
+    int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
     if (f->foreign) {
@@ -285,18 +285,18 @@ int ff_truncate(ff_file *f, off_t size)
         if (rc == 0)
             rc = ff_maybe_commit(f);
     }
-    pthread_mutex_unlock(&f->lock);
+    ff_unlock_charged(f);
     return rc;
 }
 
 int ff_flush(ff_file *f, int durable)
 {
-    int rc = ff_lock(f);
+    int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
     rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
                     : ff_commit(f, durable, FF_COMMIT_FULL);
-    pthread_mutex_unlock(&f->lock);
+    ff_unlock_charged(f);
     return rc;
 }
 
@@ -330,7 +330,7 @@ int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
 {
     if (off < 0 || len <= 0)
         return -EINVAL;
-    int rc = ff_lock(f), keep = mode & FALLOC_FL_KEEP_SIZE;
+    int rc = ff_lock_charged(f), keep = mode & FALLOC_FL_KEEP_SIZE;
     if (rc < 0)
         return rc;
     uint64_t end = (uint64_t)off + (uint64_t)len;
@@ -351,7 +351,7 @@ int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
         clock_gettime(CLOCK_REALTIME, &f->mtime);
         rc = ff_maybe_commit(f);
     }
-    pthread_mutex_unlock(&f->lock);
+    ff_unlock_charged(f);
     return rc;
 }
 

@@ -61,6 +61,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
         return NULL;
     f->env = env, f->fd = fd, f->id = env->next_id++;
     f->rewrite_min = UINT64_MAX;
+    f->fsuid_was = CR_NONE;
     snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
     pthread_mutex_init(&f->lock, NULL);
     pthread_rwlock_init(&f->io, NULL);
@@ -90,11 +91,7 @@ static void ff_free(ff_file *f)
 static int ff_restore_marker(ff_file *f)
 {
     if (!f->env->opt.read_only) {
-        fmt_marker m = {FMT_VERSION, f->bs, {0}};
-        memcpy(m.uuid, f->env->sb.uuid, sizeof(m.uuid));
-        uint8_t head[FMT_MARKER_LEN];
-        fmt_marker_encode(&m, head);
-        int rc = fmt_pwrite_all(f->fd, head, sizeof(head), 0);
+        int rc = fmt2_restore_marker(f->fd, f->bs, f->env->sb.uuid);
         if (rc < 0)
             return rc;
     }
@@ -116,6 +113,7 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     int rc = fstat(fd, &st) < 0 ? -errno : 0;
     if (rc == 0) {
         f->mtime = st.st_mtim;
+        f->owner = st.st_uid;
         f->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
     }
     if (rc == 0)
@@ -166,6 +164,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
         return rc < 0 ? rc : -ENOMEM;
     }
     f->mtime = st.st_mtim;
+    f->owner = st.st_uid;
     f->bs = env->sb.block_size;
     f->version = env->opt.file_version == 1 ? 1 : 2;
     ff_set_empty(f);
@@ -183,12 +182,12 @@ void ff_discard(ff_file *f)
 
 int ff_release(ff_file *f)
 {
-    int rc = ff_lock(f);
+    int rc = ff_lock_charged(f);
     if (rc == 0) {
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
         if (rc == 0 && !f->foreign && f->version == 2 && !f->env->opt.read_only)
             rc = ff2_release(f);
-        pthread_mutex_unlock(&f->lock);
+        ff_unlock_charged(f);
     }
     ff_free(f);
     return rc;
@@ -206,6 +205,13 @@ uint64_t ff_size(ff_file *f)
 }
 
 int ff_is_foreign(const ff_file *f) { return f->foreign; }
+
+void ff_set_owner(ff_file *f, uid_t uid)
+{
+    pthread_mutex_lock(&f->lock);
+    f->owner = uid;
+    pthread_mutex_unlock(&f->lock);
+}
 
 void ff_get_mtime(ff_file *f, struct timespec *out)
 {

@@ -39,6 +39,8 @@ typedef struct {
                                           before this mount: its blocks written after its
                                           last sync are checked at open (fmt2_check_fresh).
                                           0, 0: never; 0, UINT64_MAX: always (tools) */
+    int charge_owner;                  /* write as the backing file's owner (cred.h): the
+                                          daemon, running as root with capabilities cut */
 } ff_options;
 
 /* Shared by all files of one mount. The engine and log stay owned by the caller. */
@@ -93,6 +95,7 @@ uint64_t ff_env_fds(ff_env *env);      /* descriptors open files hold now */
  * fsync done here. */
 int ff_dup_fd(ff_file *f);
 int ff_fstat(ff_file *f, struct stat *st);
+void ff_set_owner(ff_file *f, uid_t uid);   /* after a chown of the open file */
 int ff_fsync(ff_file *f);
 
 /* Logical size of a backing file that is not open, read-only (no repair): own files give

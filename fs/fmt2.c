@@ -572,6 +572,15 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
     return found;
 }
 
+int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
+{
+    fmt_marker m = {FMT_VERSION_2, bs, {0}};
+    memcpy(m.uuid, uuid, sizeof(m.uuid));
+    uint8_t head[FMT_MARKER_LEN];
+    fmt_marker_encode(&m, head);
+    return fmt_pwrite_all(fd, head, sizeof(head), 0);
+}
+
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint)
 {
     for (size_t i = 0; i < FMT_MARKER_LEN; i++)

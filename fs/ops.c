@@ -1,4 +1,5 @@
 #include "ops.h"
+#include "cred.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -142,6 +143,15 @@ static int op_log_xattr(struct op_fs *fs, const char *what, struct in_inode *n,
     char verb[300];
     snprintf(verb, sizeof(verb), "%s %s on", what, name ? name : "");
     return op_log(fs, name ? verb : what, n, NULL, err);
+}
+
+/* Entries, directories, symlinks and attributes a request makes take its caller's blocks,
+ * as on a local filesystem: a user stops at the backing filesystem's reserve and quota
+ * (cred.h). Root's requests, and those of a daemon that is not root, are the daemon's. */
+static uid_t op_charge_caller(struct op_fs *fs, fuse_req_t req)
+{
+    uid_t uid = fuse_req_ctx(req)->uid;
+    return fs->charge && uid != 0 ? cr_charge(uid) : CR_NONE;
 }
 
 static int op_err(int rc)
@@ -571,7 +581,9 @@ static int op_new_entry(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, con
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
         return dirfd;
+    uid_t was = op_charge_caller(fs, req);
     int err = op_make(fs, dirfd, name, nw);
+    cr_restore(was);
     if (!err) {
         err = op_give_to_caller(fs, req, dirfd, name, nw->mode);
         if (!err)
@@ -685,7 +697,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
     struct op_fs *fs = op_fs(req);
+    uid_t was = op_charge_caller(fs, req);
     int err = op_rename_names(fs, parent, name, newparent, newname, flags);
+    cr_restore(was);
     char verb[300];
     snprintf(verb, sizeof(verb), "rename to %s from", newname);
     fuse_reply_err(req, -op_log(fs, verb, in_get(fs->tab, parent), name, err));
@@ -715,7 +729,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 {
     struct op_fs *fs = op_fs(req);
     struct fuse_entry_param e;
+    uid_t was = op_charge_caller(fs, req);
     int err = op_link_name(fs, ino, newparent, newname, &e);
+    cr_restore(was);
     op_reply_entry(req, op_log(fs, "link", in_get(fs->tab, newparent), newname, err), &e);
 }
 
@@ -738,6 +754,10 @@ static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
         return fd;
     int err = op_err(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
     close(fd);
+    pthread_mutex_lock(&n->lock);
+    if (!err && n->file && uid != (uid_t)-1)
+        ff_set_owner(n->file, uid);    /* its later writes are the new owner's */
+    pthread_mutex_unlock(&n->lock);
     return err;
 }
 
@@ -1048,7 +1068,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
     struct op_fs *fs = op_fs(req);
     struct fuse_entry_param e;
+    uid_t was = op_charge_caller(fs, req);
     int err = op_create_name(fs, req, parent, name, mode, &e, fi);
+    cr_restore(was);
     err = op_log(fs, "create", in_get(fs->tab, parent), name, err);
     if (err)
         fuse_reply_err(req, -err);
@@ -1374,7 +1396,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
+    uid_t was = op_charge_caller(fs, req);
     int err = op_setxattr_inode(fs, n, name, value, size, flags);
+    cr_restore(was);
     fuse_reply_err(req, -op_log_xattr(fs, "setxattr", n, name, err));
 }
 

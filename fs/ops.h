@@ -32,6 +32,7 @@ struct op_fs {
     uid_t uid;                         /* the daemon's own ids: objects made for another */
     gid_t gid;                         /* caller are handed over to it with fchownat */
     double timeout;                    /* entry and attribute validity in the kernel, s */
+    int charge;                        /* blocks a request makes are its caller's (cred.h) */
     struct fuse_session *se;           /* for asking the kernel to write back dirty pages */
     atomic_uint retained;              /* files kept after a failed last commit (in_inode) */
 };

@@ -2,10 +2,12 @@
 # Installs what fpgalz4fs needs to build, run and test, from Debian 12 packages.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 liblz4-dev lz4 libxxhash-dev xxhash
-      libcmocka-dev attr python3 util-linux psmisc xz-utils)
+      libcmocka-dev attr python3 util-linux psmisc xz-utils libcap-dev)
 # the benchmark driver's rivals and its plot: random I/O (fio), gnuplot without X; the
 # workloads' SQLite transactions (the sqlite3 shell)
 pkgs+=(fio gnuplot-nox sqlite3)
+# t_reserve: ext4 images (e2fsprogs) and, on kernels with quotas, a user's limit (setquota)
+pkgs+=(e2fsprogs quota)
 # the man pages are checked with man -l and man -w (packaging/, t_package)
 pkgs+=(man-db)
 # the XRT backend plugin and its tests under XRT's noop shim (libxrt-dev brings libxrt1 with

@@ -54,6 +54,7 @@ typedef struct {
     size_t n_seen, cap_seen;
     int status;
     uint64_t whole_before;             /* the clean mark: changes before are whole */
+    const sb_super *sb;                /* the store's superblock */
     /* --convert */
     tl_conv tc;
     uint64_t converted, conv_links, conv_left, conv_failed, stale, bytes_in, bytes_out;
@@ -217,7 +218,7 @@ static void fk_tally(fk_state *s, const chk_result *r)
 
 static int fk_check_fd(fk_state *s, int fd, chk_mode mode, chk_result *r)
 {
-    int rc = chk_file(fd, mode, s->whole_before, fk_say, s, r);
+    int rc = chk_file(fd, s->sb, mode, s->whole_before, fk_say, s, r);
     if (rc < 0) {
         fk_bar_clear(s);
         printf("%s/%s: cannot check: %s\n", s->o->dir, s->rel, strerror(-rc));
@@ -424,7 +425,7 @@ int main(int argc, char **argv)
             close(dirfd);
         return status;
     }
-    fk_state s = {.o = &o, .bar = isatty(STDERR_FILENO)};
+    fk_state s = {.o = &o, .bar = isatty(STDERR_FILENO), .sb = &sb};
     s.mode = o.no ? CHK_CHECK : o.yes ? CHK_REPAIR : CHK_PREEN;
     s.ask = !o.no && !o.yes && isatty(STDIN_FILENO);
     int clean;

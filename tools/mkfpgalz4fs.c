@@ -224,6 +224,8 @@ typedef struct {
     struct timespec last_bar;
     uint64_t total_bytes, done_bytes;
     uint64_t converted, own, links, stale, failed, bytes_in, bytes_out;
+    const sb_super *sb;                /* the store's: a file whose marker a power loss
+                                          took is recognized as its own */
 } mk_conv;
 
 static void mk_bar_clear(mk_conv *c)
@@ -266,13 +268,13 @@ __attribute__((format(printf, 3, 4))) static void mk_note(mk_conv *c, const char
 
 /* 1 for a file in the format (or of a newer one), 0 for a foreign file, -errno. A file that is
  * foreign only because its marker is damaged is left for fsck.fpgalz4fs (2). */
-static int mk_classify(int fd, const struct stat *st)
+static int mk_classify(int fd, const struct stat *st, const sb_super *sb)
 {
     int rc = tl_file_version(fd, (uint64_t)st->st_size);
     if (rc != 0)
         return rc < 0 ? rc : 1;
     chk_result r;
-    rc = chk_file(fd, CHK_CHECK, UINT64_MAX, NULL, NULL, &r);
+    rc = chk_file(fd, sb, CHK_CHECK, UINT64_MAX, NULL, NULL, &r);
     return rc < 0 ? rc : r.kind == CHK_OWN ? 2 : 0;
 }
 
@@ -316,13 +318,13 @@ static int mk_convert(void *ctx, int dirfd, const char *name, const char *rel,
     if (chk_is_convert_name(name))
         return 0;
     int src = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-    int kind = src < 0 ? -errno : mk_classify(src, st);
+    int kind = src < 0 ? -errno : mk_classify(src, st, c->sb);
     if (kind != 0 || st->st_nlink > 1) {
         if (kind < 0)
             mk_note(c, rel, "cannot read: %s", strerror(-kind)), c->failed++;
         else if (kind == 2)
-            mk_note(c, rel, "looks like an own file with a damaged marker: not converted (run "
-                    "fsck.fpgalz4fs -y)"), c->failed++;
+            mk_note(c, rel, "looks like an own file whose marker is damaged or lost: not "
+                    "converted (run fsck.fpgalz4fs -y)"), c->failed++;
         else if (kind == 1)
             c->own++;
         else
@@ -362,7 +364,7 @@ static int mk_compress_existing(int dirfd, const char *dir, int *lock_fd)
                                                   : sb_error_name(e));
         return MK_EXIT_FAIL;
     }
-    mk_conv c = {.dirfd = dirfd, .dir = dir, .bar = isatty(STDERR_FILENO)};
+    mk_conv c = {.dirfd = dirfd, .dir = dir, .bar = isatty(STDERR_FILENO), .sb = &sb};
     char err[256];
     chk_walk(dirfd, mk_survey, &c);
     if (tl_conv_open(&c.tc, &sb, err, sizeof(err)) < 0) {

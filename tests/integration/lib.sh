@@ -297,6 +297,13 @@ need_binaries() {
     done
 }
 
+# as_uid UID CMD...: runs CMD as user and group UID with no supplementary groups (tests that
+# need root to act as another user of an allow_other mount)
+as_uid() {
+    local u=$1; shift
+    setpriv --reuid="$u" --regid="$u" --clear-groups env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"
+}
+
 # ------------------------------------------------------------------------------- stores
 
 # format_store [BACKING] [mkfs args...]: mkfpgalz4fs on an empty directory.

@@ -13,7 +13,7 @@ fi
 U=65534
 G=65534
 # as_user CMD...: runs CMD as uid/gid 65534 without supplementary groups
-as_user() { setpriv --reuid=$U --regid=$G --clear-groups env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+as_user() { as_uid $U "$@"; }
 # a python the unprivileged user can run (not one under /root)
 SYSPY=/usr/bin/python3
 [ -x "$SYSPY" ] || SYSPY=$(command -v python3)

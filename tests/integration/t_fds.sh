@@ -21,7 +21,6 @@ FILES=${FDS_FILES:-21000}
 PROCS=${FDS_PROCS:-3}
 HOLDER=65534                           # holds the files open
 OTHER=65533                            # must still be served meanwhile
-as_uid() { local u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
 SYSPY=/usr/bin/python3
 
 mkdir -p "$BACKING"

@@ -23,7 +23,7 @@ fi
 RACE_S=${SECURITY_RACE_SECONDS:-3}
 U=65534
 G=65534
-as_user() { setpriv --reuid=$U --regid=$G --clear-groups env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+as_user() { as_uid $U "$@"; }
 SYSPY=/usr/bin/python3
 
 ESC="$WS/escape"                     # outside the store: nothing may appear or change here

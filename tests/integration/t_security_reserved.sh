@@ -16,7 +16,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 U=65534
 G=65534
-as_user() { setpriv --reuid=$U --regid=$G --clear-groups env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+as_user() { as_uid $U "$@"; }
 SYSPY=/usr/bin/python3
 
 VICTIM="$WS/victim"                  # root's file outside the store: must never change

@@ -36,7 +36,7 @@ static inline fixture *fx_new(uint32_t bs, const char *tag)
     eng_config cfg = {.backend = ENG_BACKEND_SW, .sw_threads = 2};
     sb_super sb;
     assert_int_equal(sb_init(&sb, bs), SB_OK);
-    ff_options opt = {0, 64u << 20, FX_FILE_VERSION, 0, 0, 0};
+    ff_options opt = {.mem_bytes = 64u << 20, .file_version = FX_FILE_VERSION};
     fx->eng = eng_open(&cfg, err, sizeof(err));
     assert_non_null(fx->eng);
     fx->env = ff_env_new(fx->eng, &sb, &opt, NULL);

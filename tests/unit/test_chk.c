@@ -71,7 +71,7 @@ static chk_result run(fixture *fx, chk_mode mode)
     int fd = open(fx->path, mode == CHK_CHECK ? O_RDONLY : O_RDWR);
     assert_true(fd >= 0);
     lines = 0;
-    assert_int_equal(chk_file(fd, mode, UINT64_MAX, count_line, NULL, &r), 0);
+    assert_int_equal(chk_file(fd, NULL, mode, UINT64_MAX, count_line, NULL, &r), 0);
     close(fd);
     uint8_t *after = fx_slurp(fx->path, &n2);
     if (mode == CHK_CHECK || !r.fixed) {

@@ -766,7 +766,7 @@ typedef struct {
 static void logged_new(logged *l, fixture *fx)
 {
     sb_super sb;
-    ff_options opt = {0, 64u << 20, 0, 0, 0, 0};
+    ff_options opt = {.mem_bytes = 64u << 20};
     assert_int_equal(sb_init(&sb, fx->bs), SB_OK);
     int fd = tmp_file(l->path, sizeof(l->path));
     close(fd);
@@ -916,7 +916,7 @@ static void test_ff_interrupted_commit(void **state)
     save(fx->path, now, n_new);
     {
         sb_super sb;
-        ff_options ro = {1, 64u << 20, 0, 0, 0, 0};
+        ff_options ro = {.read_only = 1, .mem_bytes = 64u << 20};
         assert_int_equal(sb_init(&sb, BS), SB_OK);
         ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
         ff_file *g;
@@ -962,7 +962,7 @@ static void test_chk_clean_v2(void **state)
     for (int mode = CHK_CHECK; mode <= CHK_PREEN; mode++) {
         chk_result r;
         int lines = 0, fd = open(fx->path, mode == CHK_CHECK ? O_RDONLY : O_RDWR);
-        assert_int_equal(chk_file(fd, (chk_mode)mode, 0, chk_quiet, &lines, &r), 0);
+        assert_int_equal(chk_file(fd, NULL, (chk_mode)mode, 0, chk_quiet, &lines, &r), 0);
         close(fd);
         assert_int_equal(r.kind, CHK_OWN);
         assert_int_equal(r.found, 0);
