@@ -176,7 +176,7 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_f
         return -fmt_errno(err);
     chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs)};
     int rc = c.buf && c.dec ? 0 : -ENOMEM;
-    *wrote = write && (rec.settled || rec.replayed || rec.unsynced_cut);
+    *wrote |= write && (rec.settled || rec.replayed || rec.unsynced_cut);
     chk2_report(&c, write);
     out->size = rec.ft.size, out->n_blocks = rec.ft.n_blocks, out->cut_bytes = rec.cut;
     uint32_t k = 0;

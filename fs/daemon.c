@@ -634,8 +634,10 @@ static uint64_t dm_fd_budget(struct fs_daemon *dm)
         return 0;
     uint64_t lim = (uint64_t)rl.rlim_cur, spare = lim / 4 > 1024 ? lim / 4 : 1024;
     uint64_t max = lim > spare + 64 ? lim - spare : 64;
-    lg_printf(dm->fs.log, LG_INFO, "open files keep at most %llu backing descriptors",
-              (unsigned long long)max);
+    /* open listings may hold half of the spare ones (dirs.h); past that they reopen */
+    dm->fs.dirs.max = (unsigned)(spare / 2);
+    lg_printf(dm->fs.log, LG_INFO, "open files keep at most %llu backing descriptors, open "
+              "directories %u", (unsigned long long)max, dm->fs.dirs.max);
     return max;
 }
 

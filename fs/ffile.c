@@ -94,6 +94,7 @@ static int ff_restore_marker(ff_file *f)
         int rc = fmt2_restore_marker(f->fd, f->bs, f->env->sb.uuid);
         if (rc < 0)
             return rc;
+        ff_restore_mtime(f);
     }
     lg_printf(f->env->log, LG_WARN, "%s: its marker never reached the disk (a power loss); %s",
               f->name, f->env->opt.read_only ? "read as the version 2 file it is"

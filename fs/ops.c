@@ -1,7 +1,6 @@
 #include "ops.h"
 #include "cred.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,15 +20,6 @@
 #define OP_XATTR_STATS "user.fpgalz4fs.stats"
 #define OP_STATS_MAX 2048
 #define OP_XATTR_MAX (64u * 1024u)     /* the largest value or list the VFS passes */
-
-/* One opendir handle: readdir keeps its own stream so that concurrent listings of one
- * directory do not share a position. */
-struct op_dir {
-    DIR *dp;                           /* stream over a private O_RDONLY descriptor */
-    struct dirent *pending;            /* read but not yet sent: the last reply was full */
-    off_t offset;                      /* position the kernel asks for to continue */
-    int in_root;                       /* the listing hides the superblock */
-};
 
 static struct op_fs *op_fs(fuse_req_t req)
 {
@@ -1202,37 +1192,12 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 /* ------------------------------------------------------------------------------------- */
 /* Directories */
 
-static int op_opendir_inode(struct op_fs *fs, struct in_inode *n, struct op_dir **out)
-{
-    struct op_dir *d = calloc(1, sizeof(*d));
-    if (!d)
-        return -ENOMEM;
-    /* Under ro not even a directory's atime changes in the backing directory. */
-    int fd = in_open(fs->tab, n, O_RDONLY | O_DIRECTORY | (fs->read_only ? O_NOATIME : 0));
-    if (fd == -EPERM && fs->read_only)
-        fd = in_open(fs->tab, n, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) {
-        free(d);
-        return fd;
-    }
-    d->dp = fdopendir(fd);
-    if (!d->dp) {
-        int err = -errno;
-        close(fd);
-        free(d);
-        return err;
-    }
-    d->in_root = n == in_root(fs->tab);
-    *out = d;
-    return 0;
-}
-
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
-    struct op_dir *d = NULL;
-    int err = op_log(fs, "opendir", n, NULL, op_opendir_inode(fs, n, &d));
+    dr_dir *d = NULL;
+    int err = op_log(fs, "opendir", n, NULL, dr_open(fs->tab, n, fs->read_only, &fs->dirs, &d));
     fi->fh = (uintptr_t)d;
     /* Listings stay valid until this mount changes the directory, which the kernel sees. */
     fi->cache_readdir = 1;
@@ -1243,50 +1208,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_open(req, fi);
 }
 
-/* Fills buf with entries from offset off; an entry that does not fit waits in pending. */
-static int op_fill_dir(fuse_req_t req, struct op_dir *d, char *buf, size_t size, off_t off,
-                       size_t *used)
-{
-    size_t pos = 0;
-    if (off != d->offset) {
-        seekdir(d->dp, off);
-        d->pending = NULL;
-        d->offset = off;
-    }
-    for (;;) {
-        if (!d->pending) {
-            errno = 0;
-            d->pending = readdir(d->dp);
-            if (!d->pending) {
-                if (errno && pos == 0)
-                    return -errno;
-                break;
-            }
-        }
-        struct dirent *de = d->pending;
-        if (!(d->in_root && sb_is_reserved_name(de->d_name))) {
-            struct stat st = {.st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type)};
-            size_t need = fuse_add_direntry(req, buf + pos, size - pos, de->d_name, &st,
-                                            de->d_off);
-            if (need > size - pos)
-                break;
-            pos += need;
-        }
-        d->pending = NULL;
-        d->offset = de->d_off;
-    }
-    *used = pos;
-    return 0;
-}
-
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    struct op_dir *d = (struct op_dir *)(uintptr_t)fi->fh;
+    dr_dir *d = (dr_dir *)(uintptr_t)fi->fh;
     char *buf = malloc(size ? size : 1);
     size_t used = 0;
-    int err = buf ? op_fill_dir(req, d, buf, size, off, &used) : -ENOMEM;
+    int err = buf ? dr_fill(d, req, buf, size, off, &used) : -ENOMEM;
     err = op_log(fs, "readdir", in_get(fs->tab, ino), NULL, err);
     if (err)
         fuse_reply_err(req, -err);
@@ -1297,18 +1226,14 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    struct op_dir *d = (struct op_dir *)(uintptr_t)fi->fh;
-    closedir(d->dp);
-    free(d);
+    dr_close((dr_dir *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    struct op_dir *d = (struct op_dir *)(uintptr_t)fi->fh;
-    int fd = dirfd(d->dp);
-    int err = op_err(datasync ? fdatasync(fd) : fsync(fd));
+    int err = dr_fsync((dr_dir *)(uintptr_t)fi->fh, datasync);
     fuse_reply_err(req, -op_log(fs, "fsyncdir", in_get(fs->tab, ino), NULL, err));
 }
 
@@ -1352,6 +1277,8 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"cache_hits", fst.cache_hits}, {"repairs", fst.repairs},
         {"corrupt_blocks", fst.corrupt_blocks}, {"fds_open", fst.fds_open},
         {"fd_closes", fst.fd_closes}, {"fd_reopens", fst.fd_reopens},
+        {"dir_streams", atomic_load(&fs->dirs.held)},
+        {"dir_reopens", atomic_load(&fs->dirs.reopens)},
     };
     int len = snprintf(buf, cap, "backend=%s\n", fs->eng ? eng_backend_name(fs->eng) : "none");
     size_t pos = len < 0 ? 0 : (size_t)len;

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <sys/types.h>
 
+#include "dirs.h"
 #include "eng.h"
 #include "ffile.h"
 #include "inode.h"
@@ -35,6 +36,7 @@ struct op_fs {
     int charge;                        /* blocks a request makes are its caller's (cred.h) */
     struct fuse_session *se;           /* for asking the kernel to write back dirty pages */
     atomic_uint retained;              /* files kept after a failed last commit (in_inode) */
+    dr_bound dirs;                     /* directory streams held by open listings */
 };
 
 /* Lets open files close idle backing descriptors (ff_options.fd_max) and reopen them by

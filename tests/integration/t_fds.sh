@@ -6,6 +6,9 @@
 # (its idle descriptor was closed and is reopened by handle), and a held file whose name is
 # removed (unlink, rename over it) stays readable and writable through its handle. The
 # daemon's counters show descriptors closed and reopened, and never more held than its bound.
+# The same user also holds more directories open than the daemon keeps streams for: each
+# still lists its entries (its stream closed, then opened again at its position), and the
+# streams held stay within that bound.
 #
 # FDS_FILES files in FDS_PROCS processes (default 21000 in 3: more than the 20,000 a daemon
 # could hold before); FDS_DAEMON_NOFILE, when set, is the daemon's open-file limit (hard and
@@ -38,10 +41,15 @@ mount_daemon() {
 }
 check "mount with allow_other" mount_daemon || finish
 bound=$(sed -n 's/.*open files keep at most \([0-9]*\) backing descriptors.*/\1/p' "$(last_log)" | tail -1)
+dbound=$(sed -n 's/.*backing descriptors, open directories \([0-9]*\).*/\1/p' "$(last_log)" | tail -1)
 limit=$(awk '/^Max open files/ { print $5 }' "/proc/$DAEMON_PID/limits")
 say "daemon: open-file limit $limit, at most $bound descriptors for open files"
 check "the daemon states its bound below its limit" test -n "$bound" -a "$bound" -lt "$limit"
+# more directories than the descriptors the open files leave: a daemon whose directory
+# streams were unbounded runs out
+DIRS=$((limit - bound + 500))
 check "$FILES files are more than the daemon's limit ($limit)" test "$FILES" -gt "$limit"
+check "the daemon states its bound on directory streams" test -n "$dbound"
 chmod 1777 "$MNT"
 mkdir -m 755 "$MNT/shared"
 echo "root's shared file" >"$MNT/shared/readme"
@@ -81,6 +89,28 @@ for fd in fds:
 print("bad:", len(bad), bad[:10])
 sys.exit(1 if bad else 0)
 EOF
+# A directory holder makes DIRS directories of two files each, opens every one, says so, then
+# waits for go and lists each through its handle.
+cat >"$WS/dirholder.py" <<'EOF'
+import os, sys, time
+d, n, ready, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+os.makedirs(d)
+fds = []
+for i in range(n):
+    p = os.path.join(d, "d%d" % i)
+    os.mkdir(p)
+    for k in ("a", "b%d" % i):
+        open(os.path.join(p, k), "w").close()
+    fds.append(os.open(p, os.O_RDONLY | os.O_DIRECTORY))
+open(ready, "w").write("%d\n" % len(fds))
+while not os.path.exists(go):
+    time.sleep(0.05)
+bad = [i for i, fd in enumerate(fds) if sorted(os.listdir(fd)) != ["a", "b%d" % i]]
+for fd in fds:
+    os.close(fd)
+print("bad:", len(bad), bad[:10])
+sys.exit(1 if bad else 0)
+EOF
 per=$(( (FILES + PROCS - 1) / PROCS ))
 chmod 777 "$WS"                        # the holders say they are ready there
 pids=()
@@ -88,9 +118,12 @@ for p in $(seq 1 "$PROCS"); do
     spawn as_uid $HOLDER $SYSPY "$WS/holder.py" "$MNT/h$p" "$per" "$WS/ready.$p" "$WS/go"
     pids+=("$SPAWNED_PID")
 done
+spawn as_uid $HOLDER $SYSPY "$WS/dirholder.py" "$MNT/dirs" "$DIRS" "$WS/dready" "$WS/go"
+dpid=$SPAWNED_PID
+pids+=("$dpid")
 for ((i = 0; i < 3000; i++)); do
-    n=$(ls "$WS"/ready.* 2>/dev/null | wc -l)
-    [ "$n" -eq "$PROCS" ] && break
+    n=$(ls "$WS"/ready.* "$WS"/dready 2>/dev/null | wc -l)
+    [ "$n" -eq "$((PROCS + 1))" ] && break
     alive=0
     for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
     [ $alive = 1 ] || break
@@ -98,6 +131,7 @@ for ((i = 0; i < 3000; i++)); do
 done
 held=$(cat "$WS"/ready.* 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')
 check "$PROCS processes hold $held files open (more than the limit $limit)" test "$held" -gt "$limit"
+check_eq "and one holds $DIRS directories open (more than the $dbound streams kept, and than the $((limit - bound)) descriptors the files leave)" "$DIRS" "$(cat "$WS/dready" 2>/dev/null)"
 sed "s/^/    | /" "$WS"/logs/bg-*.out 2>/dev/null | head -20
 
 # While they are held: the other user is served.
@@ -110,6 +144,8 @@ stat_of() { printf '%s\n' "$stats" | sed -n "s/^$1=0*\([0-9]\)/\1/p"; }
 say "    | fds_open $(stat_of fds_open), fd_closes $(stat_of fd_closes), fd_reopens $(stat_of fd_reopens)"
 check "descriptors held stay within the bound" test "$(stat_of fds_open)" -le "$bound"
 check "idle descriptors were closed" test "$(stat_of fd_closes)" -gt 0
+say "    | dir_streams $(stat_of dir_streams)"
+check "directory streams held stay within their bound" test "$(stat_of dir_streams)" -le "$dbound"
 
 # A held file loses its name (unlink; rename over it): its handle still reads and writes.
 cat >"$WS/orphan.py" <<'EOF'
@@ -144,11 +180,15 @@ check "files that lost their names stay readable and writable through their hand
 
 touch "$WS/go"
 for p in "${!pids[@]}"; do
+    [ "${pids[$p]}" = "$dpid" ] && continue
     check "holder $((p + 1)): every held file reads and writes what it should" wait "${pids[$p]}"
 done
+check "every held directory lists its entries through its handle" wait "$dpid"
 stats=$(getfattr --only-values -n user.fpgalz4fs.stats "$MNT" 2>/dev/null)
 say "    | fds_open $(stat_of fds_open), fd_closes $(stat_of fd_closes), fd_reopens $(stat_of fd_reopens)"
 check "closed descriptors were reopened when used" test "$(stat_of fd_reopens)" -gt 0
+say "    | dir_streams $(stat_of dir_streams), dir_reopens $(stat_of dir_reopens)"
+check "closed directory streams were opened again to list" test "$(stat_of dir_reopens)" -gt 0
 check_eq "no file failed to reopen" 0 "$(grep -c 'cannot reopen' "$(last_log)")"
 check "unmount" umount_store
 # what was written through reopened descriptors is in the store, in standard frames

@@ -238,6 +238,32 @@ check "bad block: blocks after it read" cmp <(tail -c +196609 "$SRC/base") <(tai
 check_fails "bad block: reading it fails" dd if="$WS/m2/f" of=/dev/null bs=65536 skip=2 count=1 status=none
 check "unmount store B" umount_at "$WS/m2" "$DAEMON_PID"
 
+# ---- one repair for both: a torn file (no seek table) whose last frame holds a bad block.
+# The daemon's open walks the frames checking every block and cuts that frame as the torn
+# tail; fsck -y must cut the same (before, its walk kept the frame and its bad block).
+B4="$WS/b4" B4D="$WS/b4-daemon"
+format_store "$B4" -b 64K >/dev/null
+check "mount store D" mount_at "$B4" "$WS/m4" file_version=1
+cp "$SRC/base" "$WS/m4/t"
+check "unmount store D" umount_at "$WS/m4" "$DAEMON_PID"
+last=$(($(fmt nframes "$B4/t") - 1))
+lastblk=$(fmt block "$B4/t" $((($(stat -c %s "$SRC/base") - 1) / 65536)))
+keep=$(fmt expect_cut "$B4/t" "$(fmt fstart "$B4/t" $last)")
+truncate -s "$(fmt tstart "$B4/t")" "$B4/t"
+fmt flip "$B4/t" $((lastblk + 4 + 10))
+touch -d '2010-01-02 03:04:05.678901234' "$B4/t"
+cp -a "$B4" "$B4D"
+"$FSCK" -y "$B4" >"$WS/b4y.out" 2>&1
+check_eq "torn with a bad last block: fsck -y exit 1 (corrected)" 1 "$?"
+check "mount what fsck repaired" mount_at "$B4" "$WS/m4"
+check_eq "fsck -y kept the frames before the bad one ($keep bytes)" "$keep" "$(stat -c %s "$WS/m4/t")"
+check "and they read back" cmp <(head -c "$keep" "$SRC/base") "$WS/m4/t"
+check "unmount" umount_at "$WS/m4" "$DAEMON_PID"
+check "mount the damaged copy (the daemon's open repairs it)" mount_at "$B4D" "$WS/m4d"
+check_eq "the daemon's open keeps as much as fsck -y" "$keep" "$(stat -c %s "$WS/m4d/t")"
+check "unmount" umount_at "$WS/m4d" "$DAEMON_PID"
+check "the backing file is the same after either repair" cmp "$B4/t" "$B4D/t"
+
 # ---- on a terminal without -n or -y: asks for each file (answers y, then n)
 B3="$WS/b3"
 format_store "$B3" -b 64K >/dev/null

@@ -166,7 +166,7 @@ sys.stdout.buffer.write((l * 1000)[:1300000])" >"$SRC/rep"
 #      store C on exit statuses, the summary and the second run fail until that is fixed.
 #   D: no valid footer and a bad block in a padded slot before good ones: the walk keeps it;
 #      the footer is repaired, the block is left (-y exits 1|4)
-STORE_A="footer nofooter cut intent hole_nofooter garbled"
+STORE_A="footer nofooter cut intent hole_nofooter garbled lostmarker"
 STORE_B="data hdr word csum pad"
 STORE_C="jbad"
 STORE_D="torn_bad"
@@ -179,7 +179,7 @@ MTIME_S=1262401445.678901234
 
 # ---- write the files through a mount
 check "mount a new store" mount_store
-for n in footer nofooter cut garbled data hdr word csum pad torn_bad clean; do
+for n in footer nofooter cut garbled lostmarker data hdr word csum pad torn_bad clean; do
     cp "$SRC/base" "$MNT/$n"
 done
 cp "$SRC/mixed" "$MNT/mixed"
@@ -254,6 +254,9 @@ truncate -s -64 "$A/nofooter" "$A/hole_nofooter"
 CUT=$(($(s 7) + 1000))
 truncate -s $CUT "$A/cut"
 fmt2 garble "$A/garbled" "$(s 5)" 7
+# a power loss that kept every write but the one that made the file (FORMAT.md 14): its
+# marker reads as zeros
+dd if=/dev/zero of="$A/lostmarker" bs=59 count=1 conv=notrunc status=none
 fmt2 flip "$B/data" $(($(s 3) + 19 + 100))
 fmt2 flip "$B/hdr" $(($(s 2) + 6))
 fmt2 flip "$B/word" $(($(s 4) + 15 + 2))
@@ -338,7 +341,9 @@ check "torn_bad: footer reported" grep -qx "$D/torn_bad: $nf" "$WS/D.n.out"
 check "torn_bad: the bad block the walk kept reported" grep -qx \
     "$D/torn_bad: block 3 (slot at offset $(s 3)): block checksum mismatch" "$WS/D.n.out"
 summary() { echo "$1 files ($2 own, $3 foreign, 0 newer format), $4 repaired, $5 to repair, $6 unrepairable"; }
-check "store A: -n summary" grep -q "$(summary 11 9 2 0 6 0)" "$WS/A.n.out"
+check "lostmarker: a lost marker reported" grep -qx \
+    "$A/lostmarker: marker lost (a power loss kept later writes but not the file's first): the mount and a repair write it back" "$WS/A.n.out"
+check "store A: -n summary" grep -q "$(summary 12 10 2 0 7 0)" "$WS/A.n.out"
 check "store B: -n summary" grep -q "$(summary 5 5 0 0 0 5)" "$WS/B.n.out"
 check "store C: -n summary (a damaged journal is a problem to repair)" grep -q "$(summary 1 1 0 0 1 0)" "$WS/C.n.out"
 check "store D: -n summary" grep -q "$(summary 1 1 0 0 1 1), 1 bad blocks" "$WS/D.n.out"
@@ -352,7 +357,8 @@ for st in A B C D; do
     check_eq "store $st: fsck -y exit ${Y_RC[$st]} (${Y_WHY[$st]})" "${Y_RC[$st]}" "$?"
     sed 's/^/    | /' "$WS/$st.y.out"
 done
-check "store A: -y summary" grep -q "$(summary 11 9 2 6 0 0)" "$WS/A.y.out"
+check "store A: -y summary" grep -q "$(summary 12 10 2 7 0 0)" "$WS/A.y.out"
+check "lostmarker: -y wrote it back" grep -qx "$A/lostmarker: marker lost (a power loss): written back (block size 64K)" "$WS/A.y.out"
 check "store D: -y summary" grep -q "$(summary 1 1 0 1 0 1), 1 bad blocks" "$WS/D.y.out"
 check "cut: -y says cut" grep -q "^$A/cut: no valid footer: 7 blocks .* cut, footer rewritten" "$WS/A.y.out"
 check "intent: -y rewrote the slot" grep -qx \
@@ -416,7 +422,9 @@ check "intent: the log says finished an interrupted commit (1 block)" \
     grep -q "/intent: finished an interrupted commit (1 blocks rewritten from its journal" "$log"
 # documented (FORMAT.md 14 item 3): the daemon ignores a damaged journal and says so
 check "jbad: the log says the journal is damaged" grep -q "/jbad: the journal of the last commit is damaged" "$log"
-for n in $TORN intent; do
+check "lostmarker: the log says its marker was written again" \
+    grep -q "/lostmarker: its marker never reached the disk (a power loss); written again" "$log"
+for n in $TORN intent lostmarker; do
     [ -e "$A/$n" ] && f="$A/$n" || f="$D/$n"
     check "$n: backing file after the daemon's open is the one fsck -y wrote" cmp "$f" "$DMG/$n"
 done

@@ -1,0 +1,39 @@
+/* dr: directory listings through the mount (opendir, readdir, fsyncdir, releasedir), with a
+ * bound on the backing streams they hold.
+ *
+ * Each opendir handle lists with a stream of its own, so that concurrent listings of one
+ * directory do not share a position. Streams held between requests are counted: past
+ * dr_bound.max, a listing closes its stream after each reply and opens it again (by file
+ * handle, then seekdir to where it stopped) at its next readdir, so that a user who holds
+ * thousands of directories open cannot use up the daemon's descriptors (docs/SECURITY.md).
+ * Directory offsets are the backing filesystem's telldir cookies, which stay valid across
+ * streams of one directory. */
+#ifndef FPGALZ4FS_DIRS_H
+#define FPGALZ4FS_DIRS_H
+
+#define FUSE_USE_VERSION 314
+
+#include <fuse_lowlevel.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "inode.h"
+
+/* Shared by every listing of one mount. */
+typedef struct {
+    atomic_uint held;                  /* streams held between requests */
+    unsigned max;                      /* 0: no bound */
+    atomic_ulong reopens;              /* streams opened again to continue a listing */
+} dr_bound;
+
+typedef struct dr_dir dr_dir;
+
+/* Opens a listing of directory n (pinned until dr_close); read_only: no atime change. */
+int dr_open(in_table *tab, struct in_inode *n, int read_only, dr_bound *b, dr_dir **out);
+/* Fills buf (size bytes) with entries from offset off, as FUSE's readdir reply. */
+int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, size_t *used);
+int dr_fsync(dr_dir *d, int datasync);
+void dr_close(dr_dir *d);
+
+#endif
