@@ -382,16 +382,16 @@ static void ff_commit_failed(ff_file *f, int rc)
     if (f->version == 2) {             /* slots: what was written stays; the blocks stay dirty
                                           and the next commit writes them again, zeroing
                                           whatever this one left past the old end */
-        lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
+        lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", ff_name(f), strerror(-rc));
         if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size > f->v2.eof)
             f->v2.eof = (uint64_t)st.st_size;
         ff2_rollback(f);
         return;
     }
     /* Everything before phys_end is intact: cut what this commit added. */
-    lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", f->name, strerror(-rc));
+    lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", ff_name(f), strerror(-rc));
     if (ftruncate(f->fd, (off_t)f->phys_end) < 0)
-        lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", f->name,
+        lg_printf(f->env->log, LG_ERR, "%s: cannot cut a failed commit: %s", ff_name(f),
                   strerror(errno));
 }
 
@@ -546,7 +546,7 @@ int ff_commit(ff_file *f, int durable, int pressure)
         if (p.t.n_retire)
             pthread_rwlock_unlock(&f->io);
         if (flipped < 0)
-            lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", f->name,
+            lg_printf(f->env->log, LG_ERR, "%s: cannot retire old frames yet: %s", ff_name(f),
                       strerror(-flipped));
         rc = flipped < 0 ? flipped : 0;
     } else if (p.planned) {

@@ -64,6 +64,7 @@ static int ff_park_locked(ff_env *env, ff_file *v)
         return 0;
     }
     ff_lru_unlink(env, v);
+    (void)ff_name(v);                  /* a failed reopen's line still names it */
     close(v->fd);
     v->fd = -1;
     v->fd_state = FF_FD_PARKED;
@@ -136,7 +137,7 @@ static int ff_fd_ready(ff_file *f)
     if (f->fd_state == FF_FD_PARKED) {
         int fd = env->reopen(env->reopen_ctx, f->reopen_arg, f->reopen_flags);
         if (fd < 0) {
-            lg_printf(env->log, LG_ERR, "%s: cannot reopen the backing file: %s", f->name,
+            lg_printf(env->log, LG_ERR, "%s: cannot reopen the backing file: %s", ff_name(f),
                       strerror(-fd));
             return fd == -ENOENT || fd == -ESTALE ? -EIO : fd;
         }

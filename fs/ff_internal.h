@@ -121,7 +121,8 @@ struct ff_file_s {
                                           owner's (opt.charge_owner, cred.h) */
     uid_t fsuid_was;                   /* the locking thread's fsuid while it writes as
                                           the owner; CR_NONE otherwise */
-    char name[256];                    /* for log lines */
+    pthread_mutex_t name_lock;         /* name, filled at the first log line (ff_name) */
+    char name[256];                    /* for log lines: the backing path, or "" until then */
     uint64_t id;                       /* cache key, unique per open state */
     int foreign;                       /* no marker: bytes pass through */
     uint32_t bs;                       /* block size from the file's own marker */
@@ -203,6 +204,11 @@ uint64_t ff_unbricked(const ff_file *f);
 int ff_load_own(ff_file *f, uint64_t file_len);
 int ff_identify(int fd, uint64_t file_len, uint32_t store_bs, uint32_t *bs, uint32_t *version,
                 const char *name, lg_log *log);
+
+/* ffile.c: the file's backing path for log lines; the caller holds f->lock or f->io, so
+ * that the descriptor stays. */
+const char *ff_name(ff_file *f);
+void ff_fd_name(int fd, char *buf, size_t cap);
 
 /* ff_fds.c */
 int ff_lock(ff_file *f);               /* f->lock, with the descriptor open; on an error

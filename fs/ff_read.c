@@ -40,7 +40,7 @@ static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, 
     free(raw);
     if (rc < 0 || err != FMT_OK) {
         f->env->n.corrupt_blocks++;
-        lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", f->name,
+        lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", ff_name(f),
                   (unsigned long long)i, (unsigned long long)at,
                   rc < 0 ? "read failed" : fmt_error_name(err));
         return rc < 0 ? rc : -EIO;

@@ -31,7 +31,7 @@ static void ff_finish_last_table(ff_file *f, uint64_t file_len)
         int n = fmt_apply_intents(f->fd, &t, 1);
         if (n > 0)
             lg_printf(f->env->log, LG_WARN, "%s: finished %d header flips of the last intact "
-                      "seek table", f->name, n);
+                      "seek table", ff_name(f), n);
         fmt_trailer_free(&t);
     }
     fmt_trailer_free(&sr.table);
@@ -52,7 +52,7 @@ static int ff_repair(ff_file *f, uint64_t file_len)
         f->phys_end = sr.valid_end;
         if (f->env->opt.read_only) {
             lg_printf(f->env->log, LG_WARN, "%s: torn (seek table missing or damaged); not "
-                      "repaired on a read-only mount", f->name);
+                      "repaired on a read-only mount", ff_name(f));
         } else {
             ff_commit_plan p = {.s = f->n_stored, .end = f->n_stored, .size = f->size,
                                 .pos = sr.valid_end};
@@ -62,7 +62,7 @@ static int ff_repair(ff_file *f, uint64_t file_len)
                 f->table_start = sr.valid_end, f->table_end = f->phys_end = p.pos;
                 f->env->n.repairs++;
                 lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: seek table rebuilt "
-                          "from %llu blocks, %llu bytes cut after offset %llu", f->name,
+                          "from %llu blocks, %llu bytes cut after offset %llu", ff_name(f),
                           (unsigned long long)f->n_stored,
                           (unsigned long long)(file_len - sr.valid_end),
                           (unsigned long long)sr.valid_end);
@@ -92,7 +92,7 @@ int ff_load_own(ff_file *f, uint64_t file_len)
         f->table_start = t.start;
         if (!f->env->opt.read_only && (rc = fmt_apply_intents(f->fd, &t, 1)) > 0) {
             lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%d headers)",
-                      f->name, rc);
+                      ff_name(f), rc);
             ff_restore_mtime(f);
         }
         rc = rc < 0 ? rc : 0;
@@ -102,7 +102,8 @@ int ff_load_own(ff_file *f, uint64_t file_len)
 }
 
 /* Reads the marker: 1 for an own file (f->bs set), 2 for a version 2 file whose marker a
- * power loss took (fmt2_lost_marker; *bs set), 0 for a foreign one, or -errno. */
+ * power loss took (fmt2_lost_marker; *bs set), 0 for a foreign one, or -errno. name (NULL:
+ * looked up from fd) is for the log line of a newer format. */
 int ff_identify(int fd, uint64_t file_len, uint32_t store_bs, uint32_t *bs, uint32_t *version,
                 const char *name, lg_log *log)
 {
@@ -114,6 +115,9 @@ int ff_identify(int fd, uint64_t file_len, uint32_t store_bs, uint32_t *bs, uint
     if (rc < 0)
         return rc;
     fmt_error err = fmt_marker_decode(head, sizeof(head), &m);
+    char path[256];
+    if (err == FMT_ERR_NEWER && !name)
+        ff_fd_name(fd, path, sizeof(path)), name = path;
     if (err == FMT_ERR_NEWER)
         lg_printf(log, LG_ERR, "%s: file format version %u is newer than this fpgalz4fs "
                   "supports (%u); refusing it", name, m.version, FMT_VERSION);

@@ -516,23 +516,23 @@ static void ff2_log_recovery(ff_file *f, const fmt2_recovery *r, uint64_t file_l
     int ro = f->env->opt.read_only;
     if (r->journal_bad)
         lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; the "
-                  "file is read from its slots as they are", f->name);
+                  "file is read from its slots as they are", ff_name(f));
     if (r->torn && ro)
         lg_printf(f->env->log, LG_WARN, "%s: torn (footer missing or damaged); not repaired "
-                  "on a read-only mount", f->name);
+                  "on a read-only mount", ff_name(f));
     else if (r->torn)
         lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: %llu blocks (%llu bytes) "
-                  "found in their slots, %llu bytes cut after offset %llu", f->name,
+                  "found in their slots, %llu bytes cut after offset %llu", ff_name(f),
                   (unsigned long long)r->ft.n_blocks, (unsigned long long)r->ft.size,
                   (unsigned long long)r->cut, (unsigned long long)r->ft.tail);
     else if (r->replayed || (r->settled && !r->unsynced))
         lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%u blocks "
-                  "rewritten from its journal, %llu bytes of file cut)", f->name, r->replayed,
+                  "rewritten from its journal, %llu bytes of file cut)", ff_name(f), r->replayed,
                   (unsigned long long)(file_len - r->file_len));
     if (r->unsynced_cut)
         lg_printf(f->env->log, LG_WARN, "%s: of the %llu blocks written after its last sync "
                   "before the store was last left, %llu from block %llu on did not reach the "
-                  "disk whole (a power loss): the file now ends before them", f->name,
+                  "disk whole (a power loss): the file now ends before them", ff_name(f),
                   (unsigned long long)r->unsynced, (unsigned long long)r->unsynced_cut,
                   (unsigned long long)r->ft.n_blocks);
 }

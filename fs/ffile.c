@@ -54,6 +54,28 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->fd_closes = env->n.fd_closes, o->fd_reopens = env->n.fd_reopens;
 }
 
+void ff_fd_name(int fd, char *buf, size_t cap)
+{
+    char proc[40];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    ssize_t n = fd >= 0 ? readlink(proc, buf, cap - 1) : -1;
+    if (n > 0)
+        buf[n] = '\0';
+    else
+        snprintf(buf, cap, "(a file whose descriptor is closed)");
+}
+
+/* Looked up when a line needs it, not at every open and create: most files never get one,
+ * and the readlink would be a system call more for each. */
+const char *ff_name(ff_file *f)
+{
+    pthread_mutex_lock(&f->name_lock);
+    if (!f->name[0])
+        ff_fd_name(f->fd, f->name, sizeof(f->name));
+    pthread_mutex_unlock(&f->name_lock);
+    return f->name;
+}
+
 static ff_file *ff_new(ff_env *env, int fd, const char *name)
 {
     ff_file *f = calloc(1, sizeof(*f));
@@ -62,7 +84,8 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
     f->env = env, f->fd = fd, f->id = env->next_id++;
     f->rewrite_min = UINT64_MAX;
     f->fsuid_was = CR_NONE;
-    snprintf(f->name, sizeof(f->name), "%s", name ? name : "?");
+    snprintf(f->name, sizeof(f->name), "%s", name ? name : "");
+    pthread_mutex_init(&f->name_lock, NULL);
     pthread_mutex_init(&f->lock, NULL);
     pthread_rwlock_init(&f->io, NULL);
     ff_fds_add(f);
@@ -79,6 +102,7 @@ static void ff_free(ff_file *f)
     if (f->fd >= 0)
         close(f->fd);
     pthread_mutex_destroy(&f->lock);
+    pthread_mutex_destroy(&f->name_lock);
     pthread_rwlock_destroy(&f->io);
     free(f->blk);
     free(f->pending);
@@ -97,7 +121,7 @@ static int ff_restore_marker(ff_file *f)
         ff_restore_mtime(f);
     }
     lg_printf(f->env->log, LG_WARN, "%s: its marker never reached the disk (a power loss); %s",
-              f->name, f->env->opt.read_only ? "read as the version 2 file it is"
+              ff_name(f), f->env->opt.read_only ? "read as the version 2 file it is"
                                                : "written again");
     f->env->n.repairs++;
     return 1;
@@ -119,7 +143,7 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     }
     if (rc == 0)
         rc = ff_identify(fd, (uint64_t)st.st_size, env->sb.block_size, &f->bs, &f->version,
-                         f->name, env->log);
+                         f->name[0] ? f->name : NULL, env->log);
     if (rc == 2)
         rc = ff_restore_marker(f);
     if (rc == 0)
@@ -219,6 +243,18 @@ void ff_get_mtime(ff_file *f, struct timespec *out)
     pthread_mutex_lock(&f->lock);
     *out = f->mtime;
     pthread_mutex_unlock(&f->lock);
+}
+
+int ff_set_times(ff_file *f, const struct timespec tv[2])
+{
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    if (tv[1].tv_nsec != UTIME_OMIT)
+        f->mtime = tv[1];
+    rc = futimens(f->fd, tv) < 0 ? -errno : 0;
+    pthread_mutex_unlock(&f->lock);
+    return rc;
 }
 
 void ff_set_mtime(ff_file *f, const struct timespec *ts)

@@ -49,7 +49,7 @@ void ff_env_free(ff_env *env);
 
 /* Opens the state for a backing descriptor (O_RDWR, or O_RDONLY under ro); takes ownership of
  * fd. A torn own file is repaired here (mtime kept, a line in the log) unless read-only.
- * name is only used in log lines. */
+ * name is only used in log lines; NULL: the backing path, looked up when a line needs it. */
 int ff_open(ff_env *env, int fd, const char *name, ff_file **out);
 
 /* Turns a new, empty backing file into an empty own file (marker + empty seek table), then
@@ -95,7 +95,10 @@ uint64_t ff_env_fds(ff_env *env);      /* descriptors open files hold now */
  * fsync done here. */
 int ff_dup_fd(ff_file *f);
 int ff_fstat(ff_file *f, struct stat *st);
-void ff_set_owner(ff_file *f, uid_t uid);   /* after a chown of the open file */
+void ff_set_owner(ff_file *f, uid_t uid);
+/* atime and mtime (UTIME_OMIT keeps one) of the open file, logical and backing, in one call:
+ * the kernel's writeback cache sends them at every close of a written file. */
+int ff_set_times(ff_file *f, const struct timespec tv[2]);   /* after a chown of the open file */
 int ff_fsync(ff_file *f);
 
 /* Logical size of a backing file that is not open, read-only (no repair): own files give

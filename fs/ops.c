@@ -181,9 +181,7 @@ static int op_open_backing(struct op_fs *fs, struct in_inode *n, ff_file **out)
         fd = in_open(fs->tab, n, flags = O_RDONLY);
     if (fd < 0)
         return fd;
-    char path[PATH_MAX];
-    op_fd_path(fd, path, sizeof(path));
-    int err = ff_open(fs->env, fd, path, out);
+    int err = ff_open(fs->env, fd, NULL, out);
     if (!err)
         ff_set_reopen_arg(*out, n, flags);
     return err;
@@ -272,12 +270,30 @@ static int op_logical_attr(struct op_fs *fs, struct in_inode *n, struct stat *st
     return err;
 }
 
+/* An open file answers from its own descriptor and state: no descriptor to open or dup. 1
+ * when the file is not open. */
+static int op_stat_open(struct in_inode *n, struct stat *st)
+{
+    pthread_mutex_lock(&n->lock);
+    ff_file *f = n->file;
+    int err = f ? ff_fstat(f, st) : 1;
+    if (err == 0 && !ff_is_foreign(f)) {
+        st->st_size = (off_t)ff_size(f);
+        ff_get_mtime(f, &st->st_mtim);
+    }
+    pthread_mutex_unlock(&n->lock);
+    return err;
+}
+
 static int op_stat(struct op_fs *fs, struct in_inode *n, struct stat *st)
 {
+    int err = S_ISREG(n->type) ? op_stat_open(n, st) : 1;
+    if (err <= 0)
+        return err;
     int fd = op_meta_fd(fs, n);
     if (fd < 0)
         return fd;
-    int err = op_err(fstat(fd, st));
+    err = op_err(fstat(fd, st));
     close(fd);
     return err ? err : op_logical_attr(fs, n, st);
 }
@@ -540,10 +556,8 @@ static int op_make_file(struct op_fs *fs, int dirfd, const char *name, mode_t mo
                     mode & 07777);
     if (fd < 0)
         return -errno;
-    char path[PATH_MAX];
-    op_fd_path(fd, path, sizeof(path));
     ff_file *f;
-    int err = ff_create(fs->env, fd, path, &f);
+    int err = ff_create(fs->env, fd, NULL, &f);
     if (!err)
         err = ff_release(f);
     return err;
@@ -737,11 +751,48 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     op_reply_attr(req, fs, op_log(fs, "getattr", n, NULL, err), &st);
 }
 
+/* The kernel asks for security.capability before every write(2), to drop it as a write
+ * must; almost no file has one. Once the backing file said it has none, the answer comes
+ * from memory until a call through the mount may change that (setxattr, removexattr,
+ * chown). One set directly in the backing directory is still dropped by the backing
+ * filesystem itself at the daemon's next write of the file. */
+#define OP_XATTR_CAPS "security.capability"
+
+/* 1 when name is security.capability and the file is known to have none; *gen says which
+ * state a backing answer belongs to. */
+static int op_caps_absent(struct in_inode *n, const char *name, unsigned *gen)
+{
+    if (!name || strcmp(name, OP_XATTR_CAPS) != 0)
+        return 0;
+    pthread_mutex_lock(&n->lock);
+    int absent = n->no_caps;
+    *gen = n->caps_gen;
+    pthread_mutex_unlock(&n->lock);
+    return absent;
+}
+
+/* The backing file said it has none: remembered unless a change came in between. */
+static void op_caps_none(struct in_inode *n, unsigned gen)
+{
+    pthread_mutex_lock(&n->lock);
+    n->no_caps = n->caps_gen == gen;
+    pthread_mutex_unlock(&n->lock);
+}
+
+static void op_caps_changed(struct in_inode *n)
+{
+    pthread_mutex_lock(&n->lock);
+    n->no_caps = 0;
+    n->caps_gen++;
+    pthread_mutex_unlock(&n->lock);
+}
+
 static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
 {
     int fd = op_meta_fd(fs, n);
     if (fd < 0)
         return fd;
+    op_caps_changed(n);
     int err = op_err(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
     close(fd);
     pthread_mutex_lock(&n->lock);
@@ -830,6 +881,13 @@ static int op_utimens(struct op_fs *fs, struct in_inode *n, const struct stat *a
 {
     struct timespec tv[2];
     op_times(attr, to_set, tv);
+    if (S_ISREG(n->type)) {
+        pthread_mutex_lock(&n->lock);
+        int err = n->file ? ff_set_times(n->file, tv) : 1;
+        pthread_mutex_unlock(&n->lock);
+        if (err <= 0)
+            return err;
+    }
     int fd = op_meta_fd(fs, n);
     if (fd < 0)
         return fd;
@@ -983,6 +1041,7 @@ static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entr
     }
     n->open_count++;
     n->writers += op_writable(fi);
+    n->no_caps = 1;                    /* nothing gives a new file a capability */
     e->attr.st_size = (off_t)ff_size(n->file);
     ff_get_mtime(n->file, &e->attr.st_mtim);
     fi->fh = op_fh(n->file, fi);
@@ -1028,10 +1087,8 @@ static int op_create_file(struct op_fs *fs, fuse_req_t req, int dirfd, const cha
         unlinkat(dirfd, name, 0);
         return err;
     }
-    char path[PATH_MAX];
-    op_fd_path(fd, path, sizeof(path));
     ff_file *f;
-    err = ff_create(fs->env, fd, path, &f);
+    err = ff_create(fs->env, fd, NULL, &f);
     if (!err)                          /* fd stays f's until ff_set_reopen_arg */
         err = op_install_new(fs, f, fd, e, fi);
     if (err)
@@ -1313,6 +1370,7 @@ static int op_setxattr_inode(struct op_fs *fs, struct in_inode *n, const char *n
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
+    op_caps_changed(n);                /* a getxattr meanwhile forgets what it read */
     int err = op_err(setxattr(proc, name, value, size, flags));
     close(fd);
     return err;
@@ -1337,6 +1395,7 @@ static int op_removexattr_inode(struct op_fs *fs, struct in_inode *n, const char
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
+    op_caps_changed(n);
     int err = op_err(removexattr(proc, name));
     close(fd);
     return err;
@@ -1365,6 +1424,10 @@ static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const cha
             memcpy(buf, text, len);
         return (ssize_t)len;
     }
+    unsigned gen = 0;
+    int caps = name && strcmp(name, OP_XATTR_CAPS) == 0;
+    if (op_caps_absent(n, name, &gen))
+        return -ENODATA;
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
@@ -1372,6 +1435,8 @@ static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const cha
     if (len < 0)
         len = -errno;
     close(fd);
+    if (len == -ENODATA && caps)
+        op_caps_none(n, gen);
     return len;
 }
 

@@ -2,7 +2,7 @@
 # Installs what fpgalz4fs needs to build, run and test, from Debian 12 packages.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 liblz4-dev lz4 libxxhash-dev xxhash
-      libcmocka-dev attr python3 util-linux psmisc xz-utils libcap-dev)
+      libcmocka-dev attr python3 util-linux psmisc xz-utils libcap-dev libcap2-bin)
 # the benchmark driver's rivals and its plot: random I/O (fio), gnuplot without X; the
 # workloads' SQLite transactions (the sqlite3 shell)
 pkgs+=(fio gnuplot-nox sqlite3)

@@ -185,6 +185,21 @@ check_eq "the user's names belong to the user in the backing directory" "$U:$G 6
     "$(stat -c '%u:%g %a' "$BACKING/umoved" "$BACKING/ufifo" | tr '\n' ' ' | sed 's/ $//')"
 check "the user cannot rename root's file in the sticky root (EPERM)" bash -c "
     echo r >'$MNT/rootfile'; ! as_user mv '$MNT/rootfile' '$MNT/stolen' 2>/dev/null && test -f '$BACKING/rootfile'"
+# File capabilities: the daemon answers the kernel's security.capability question (asked at
+# every write) from memory once a file is known to have none; one set through the mount
+# must be seen, and a write must drop it, as on any filesystem.
+if command -v setcap >/dev/null; then
+    cp /bin/true "$MNT/capprog" && chmod 755 "$MNT/capprog"
+    echo x >>"$MNT/capprog"            # a write first: the file is known to have none
+    check "setcap through the mount" setcap cap_net_raw+ep "$MNT/capprog"
+    check_eq "getcap sees it" "cap_net_raw=ep" "$(getcap "$MNT/capprog" | awk '{print $2}')"
+    check_eq "the backing file has it" "cap_net_raw=ep" "$(getcap "$BACKING/capprog" | awk '{print $2}')"
+    echo x >>"$MNT/capprog"
+    check_eq "a write drops it (through the mount)" "" "$(getcap "$MNT/capprog")"
+    check_eq "a write drops it (the backing file)" "" "$(getcap "$BACKING/capprog")"
+else
+    skip "file capabilities: no setcap (Debian's libcap2-bin)"
+fi
 check "nothing outside changed (end)" untouched
 check "unmount" umount_store
 
