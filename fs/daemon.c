@@ -38,6 +38,7 @@
  * people do it): a few seconds bounds how long such a change stays unseen while sparing
  * most lookups and getattrs. */
 #define DM_CACHE_TIMEOUT_S 5.0
+#define DM_SIZES 16384u               /* logical sizes remembered past a forget (sizes.h) */
 #define DM_MSG_MAX 1024
 
 /* Options as given, kept as text so that every value is checked with a clear message. */
@@ -675,6 +676,7 @@ static int dm_open_engine(struct fs_daemon *dm)
     int e = in_table_new(dm->fs.root_fd, dm->fs.log, &dm->fs.tab);
     if (e)
         return dm_fail(dm, "%s: cannot set up the inode table: %s", dm->backing, strerror(-e));
+    dm->fs.sizes = sz_new(DM_SIZES);   /* NULL: every lookup reads the footer */
     op_bind_reopen(&dm->fs);
     return 0;
 }
@@ -851,6 +853,7 @@ static void dm_cleanup(struct fs_daemon *dm)
         fuse_session_destroy(dm->se);
     dm_mark_clean(dm);
     in_table_free(dm->fs.tab);
+    sz_free(dm->fs.sizes);
     ff_env_free(dm->fs.env);
     eng_close(dm->fs.eng);
     if (dm->fs.log && dm->mounted)

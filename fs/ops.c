@@ -229,13 +229,18 @@ static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
         st->st_size = (off_t)n->size;
         return 0;
     }
+    uint64_t size;
+    if (sz_get(fs->sizes, st, &size)) {
+        n->size_valid = 1, n->size_key = st->st_size, n->size_ctim = st->st_ctim;
+        st->st_size = (off_t)(n->size = size);
+        return 0;
+    }
     /* O_NOATIME: a stat must not look like a read of the backing file. */
     int fd = in_open(fs->tab, n, O_RDONLY | O_NOATIME);
     if (fd == -EPERM)
         fd = in_open(fs->tab, n, O_RDONLY);
     if (fd < 0)
         return fd;
-    uint64_t size;
     int own;
     int err = ff_stat_size(fs->env, fd, &size, &own);
     close(fd);
@@ -247,6 +252,7 @@ static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
     n->size_key = st->st_size;
     n->size_ctim = st->st_ctim;
     n->size = size;
+    sz_put(fs->sizes, st, size);
     st->st_size = (off_t)size;
     return 0;
 }

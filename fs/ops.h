@@ -20,6 +20,7 @@
 #include "ffile.h"
 #include "inode.h"
 #include "log.h"
+#include "sizes.h"
 
 /* What the handlers share; the daemon owns every member and passes this as userdata. */
 struct op_fs {
@@ -37,6 +38,7 @@ struct op_fs {
     struct fuse_session *se;           /* for asking the kernel to write back dirty pages */
     atomic_uint retained;              /* files kept after a failed last commit (in_inode) */
     dr_bound dirs;                     /* directory streams held by open listings */
+    sz_cache *sizes;                   /* logical sizes of closed files (NULL: none) */
 };
 
 /* Lets open files close idle backing descriptors (ff_options.fd_max) and reopen them by

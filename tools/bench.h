@@ -67,7 +67,7 @@ typedef struct {
     const char *tag;                   /* short name for the plot */
 } bn_target;
 
-#define BN_MAX_TARGETS 64
+#define BN_MAX_TARGETS 96
 
 /* ---- bench_proc.c ---- */
 
@@ -150,6 +150,17 @@ typedef struct {
 int bn_engine_main(int argc, char **argv);
 int bn_engine_run(int argc, char **argv, bn_engine_summary *sum);
 
+/* ---- bench_tree.c ---- */
+
+/* The metadata commands of the workloads part, on a tree of small files. */
+enum { BN_TREE_CP, BN_TREE_TAR, BN_TREE_STAT, BN_TREE_DU, BN_TREE_LS, BN_TREE_GIT, BN_TREE_RM };
+/* Writes a tree of files small text files (40 a directory) to dir and its tar to tar. */
+int bn_tree_make(const char *dir, const char *tar, unsigned files);
+/* Times op (BN_TREE_*) in dir: cp -r and tar -x make dir/t from src or tar; the others first
+ * copy src to dir/t (git status: and commit it), empty the kernel's caches, then run. 0, or
+ * the command's exit status. */
+int bn_tree_run(int op, const char *src, const char *tar, const char *dir, double *secs);
+
 /* ---- bench_wl.c ---- */
 
 /* The workloads part: SQLite, appends, fio, edits, holes and the daemon's write_bytes on
@@ -161,6 +172,7 @@ typedef struct {
     const char *pt_src;                /* passthrough_ll.c; NULL: libfuse3-dev's example */
     uint32_t block;                    /* the main store's block size */
     unsigned rounds, ops, edits, file_mib, fio_secs, hole_gb;
+    unsigned tree_files;               /* files in the metadata rows' tree */
 } bn_wl_cfg;
 
 typedef struct bn_wl bn_wl;

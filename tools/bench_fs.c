@@ -27,7 +27,7 @@
     "[--rounds N] [--quick] [--mb N] [--block 64K|256K|1M|4M] [--synthetic] [--tree DIR] " \
     "[--tree-files N] [--workdir DIR] [--fio-secs S] [--fio-mb N] [--writers N] "         \
     "[--writer-mb N] [--mem-mb N] [--overhead-mb N] [--engine-mb N] [--wl-ops N] "        \
-    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--passthrough-src FILE]"
+    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--passthrough-src FILE]"
 
 #define BN_LINUX_TOP "linux-source-6.1"
 #define BN_IO_CHUNK (128u * 1024u)
@@ -52,7 +52,7 @@ typedef struct {
     unsigned fio_secs, fio_mib;
     unsigned writers, writer_mib, mem_mb, overhead_mb;
     size_t engine_mib;
-    unsigned wl_ops, wl_edits, wl_mib, hole_gb;
+    unsigned wl_ops, wl_edits, wl_mib, hole_gb, wl_tree;
     const char *pt_src;
 } bn_fopts;
 
@@ -143,6 +143,9 @@ static void bn_fs_help(void)
            "  --wl-edits N      10-byte edits per run (default 100; quick 10)\n"
            "  --wl-mb N         the fio and edits file, MiB (default 32; quick 4)\n"
            "  --hole-gb N       size of the hole, GiB (default 100; quick 1)\n"
+           "  --wl-tree N       files in the metadata rows' tree: cp -r, tar -x, find | xargs\n"
+           "                    stat, du -s, ls -lR, git status, rm -r (default 2000, under\n"
+           "                    passthrough_ll's one descriptor per inode; quick 100)\n"
            "  --passthrough-src FILE  passthrough_ll.c (default: libfuse3-dev's example)\n");
 }
 
@@ -166,6 +169,7 @@ static int bn_fs_opt(int c, const char *arg, bn_fopts *o)
     case 'e': return bn_fs_uint(arg, 1, 1e6, &o->wl_edits, "bad --wl-edits (1..1000000)");
     case 'X': return bn_fs_uint(arg, 1, 1 << 16, &o->wl_mib, "bad --wl-mb (1..65536)");
     case 'H': return bn_fs_uint(arg, 1, 1 << 20, &o->hole_gb, "bad --hole-gb (1..1048576)");
+    case 'Y': return bn_fs_uint(arg, 1, 1e6, &o->wl_tree, "bad --wl-tree (1..1000000)");
     case 'P': o->pt_src = arg; return BN_CONTINUE;
     case 'q': o->quick = 1; return BN_CONTINUE;
     case 'm':
@@ -225,6 +229,8 @@ static void bn_fs_defaults(bn_fopts *o)
         o->wl_mib = o->quick ? 4 : 32;
     if (!o->hole_gb)
         o->hole_gb = o->quick ? 1 : 100;
+    if (!o->wl_tree)
+        o->wl_tree = o->quick ? 100 : 2000;
     if (!o->tree_files)
         o->tree_files = o->quick ? 300 : 20000;
     if (!o->fio_secs)
@@ -255,6 +261,7 @@ static int bn_fs_args(int argc, char **argv, bn_fopts *o)
         {"wl-ops", required_argument, NULL, 'T'},  {"wl-edits", required_argument, NULL, 'e'},
         {"wl-mb", required_argument, NULL, 'X'},   {"hole-gb", required_argument, NULL, 'H'},
         {"passthrough-src", required_argument, NULL, 'P'},
+        {"wl-tree", required_argument, NULL, 'Y'},
         {NULL, 0, NULL, 0},
     };
     *o = (bn_fopts){.mode = argv[0], .parts = bn_fs_parts(argv[0]), .block = 1u << 20,
@@ -877,7 +884,7 @@ static int bn_part_wl(bn_fs *b)
                    .big_len = b->big_len, .pt_src = b->o.pt_src, .block = b->o.block,
                    .rounds = b->o.wl_rounds, .ops = b->o.wl_ops, .edits = b->o.wl_edits,
                    .file_mib = b->o.wl_mib, .fio_secs = b->o.fio_secs,
-                   .hole_gb = b->o.hole_gb};
+                   .hole_gb = b->o.hole_gb, .tree_files = b->o.wl_tree};
     return bn_wl_run(&c, &b->wl);
 }
 

@@ -41,8 +41,10 @@ enum { BN_WR_FS, BN_WR_FS64, BN_WR_PT, BN_WR_PLAIN, BN_WR_N };    /* rivals */
 enum { BN_WK_FS, BN_WK_PT, BN_WK_PLAIN };                         /* what a rival mounts */
 enum {
     BN_WL_SQL_DEL, BN_WL_SQL_WAL, BN_WL_APPEND, BN_WL_FSYNC, BN_WL_FIO, BN_WL_FIO_SYNC,
-    BN_WL_EDITS, BN_WL_N,
+    BN_WL_EDITS, BN_WL_TREE_CP, BN_WL_TREE_TAR, BN_WL_TREE_STAT, BN_WL_TREE_DU, BN_WL_TREE_LS,
+    BN_WL_TREE_GIT, BN_WL_TREE_RM, BN_WL_N,
 };
+#define BN_WL_TREE0 BN_WL_TREE_CP         /* the metadata rows: no stored-size targets */
 
 typedef struct {
     int ok;
@@ -79,6 +81,7 @@ struct bn_wl {
     char dir[BN_PATH];                 /* where the workload writes */
     long long base_apparent, base_alloc;   /* the empty store, before the mount */
     char sql[2][BN_PATH], text[BN_PATH];
+    char tree[BN_PATH], tree_tar[BN_PATH];   /* the metadata rows' source tree and its tar */
     char rname[BN_WR_N][64], wname[BN_WL_N][128], skipbuf[BN_WL_N][BN_WR_N][640];
     const char *rskip[BN_WR_N];        /* a rival that cannot run, and why */
     bn_series s[BN_WL_N][BN_WR_N];
@@ -99,6 +102,13 @@ static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio_sync(bn_wl *w, double *secs, double *rate);
 static int bn_wl_edits(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_cp(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_tar(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_stat(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_du(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_ls(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_git(bn_wl *w, double *secs, double *rate);
+static int bn_wl_tree_rm(bn_wl *w, double *secs, double *rate);
 
 static const struct {
     const char *tag, *unit, *tool;     /* tool: needed on PATH, else the row is skipped */
@@ -112,6 +122,14 @@ static const struct {
     [BN_WL_FIO] = {"fio", "IOPS", "fio", bn_wl_fio, 0.5},
     [BN_WL_FIO_SYNC] = {"fio-fsync32", "IOPS", "fio", bn_wl_fio_sync, 0.5},
     [BN_WL_EDITS] = {"edits", "edits/s", NULL, bn_wl_edits, 0},
+    /* the small-files issue: at most 1.1 x passthrough_ll's time */
+    [BN_WL_TREE_CP] = {"tree-cp", "files/s", NULL, bn_wl_tree_cp, 1 / 1.1},
+    [BN_WL_TREE_TAR] = {"tree-tar", "files/s", NULL, bn_wl_tree_tar, 1 / 1.1},
+    [BN_WL_TREE_STAT] = {"tree-stat", "files/s", NULL, bn_wl_tree_stat, 1 / 1.1},
+    [BN_WL_TREE_DU] = {"tree-du", "files/s", NULL, bn_wl_tree_du, 1 / 1.1},
+    [BN_WL_TREE_LS] = {"tree-ls", "files/s", NULL, bn_wl_tree_ls, 1 / 1.1},
+    [BN_WL_TREE_GIT] = {"tree-git", "files/s", "git", bn_wl_tree_git, 1 / 1.1},
+    [BN_WL_TREE_RM] = {"tree-rm", "files/s", NULL, bn_wl_tree_rm, 1 / 1.1},
 };
 
 static int bn_wl_kind(int r)
@@ -518,6 +536,51 @@ static int bn_wl_down(bn_wl *w)
     return rc;
 }
 
+/* ---- the metadata rows: commands over a tree of small files (bench_tree.c) ---- */
+
+static int bn_wl_tree(bn_wl *w, int op, double *secs, double *rate)
+{
+    if (bn_tree_run(op, w->tree, w->tree_tar, w->dir, secs) != 0)
+        return bn_wl_why(w, "%s failed in %s", bn_wl_kinds[BN_WL_TREE0 + op].tag, w->dir);
+    *rate = w->c.tree_files / *secs;
+    return 0;
+}
+
+static int bn_wl_tree_cp(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_CP, secs, rate);
+}
+
+static int bn_wl_tree_tar(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_TAR, secs, rate);
+}
+
+static int bn_wl_tree_stat(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_STAT, secs, rate);
+}
+
+static int bn_wl_tree_du(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_DU, secs, rate);
+}
+
+static int bn_wl_tree_ls(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_LS, secs, rate);
+}
+
+static int bn_wl_tree_git(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_GIT, secs, rate);
+}
+
+static int bn_wl_tree_rm(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_tree(w, BN_TREE_RM, secs, rate);
+}
+
 /* ---- stored size: through the mount before the unmount, the store after it ---- */
 
 static long long bn_wl_lz4(bn_wl *w, const char *path, uint32_t block)
@@ -598,10 +661,10 @@ static void bn_wl_one(bn_wl *w, int k, int r, unsigned round)
     w->why[0] = '\0';
     int rc = bn_wl_up(w, r);
     rc = rc ? rc : bn_wl_kinds[k].run(w, &secs, &rate);
-    if (rc == 0 && fs)
+    if (rc == 0 && fs && k < BN_WL_TREE0)
         rc = bn_wl_size_mnt(w, &z, bn_wl_block(w, r));
     rc |= bn_wl_unmount(w);
-    if (rc == 0 && fs)
+    if (rc == 0 && fs && k < BN_WL_TREE0)
         bn_wl_size_store(w, &z);
     rc |= bn_wl_down(w);
     if (rc != 0) {
@@ -879,6 +942,12 @@ static void bn_wl_names(bn_wl *w)
              w->c.file_mib);
     snprintf(w->wname[BN_WL_EDITS], 128, "%u 10-byte edits of a %u MiB file, close after "
              "each", w->c.edits, w->c.file_mib);
+    static const char *tree_what[] = {"cp -r", "tar -x", "find -type f, xargs stat (cold)",
+                                      "du -s (cold)", "ls -lR (cold)", "git status (cold)",
+                                      "rm -r"};
+    for (int k = BN_WL_TREE0; k < BN_WL_N; k++)
+        snprintf(w->wname[k], 128, "%s, a tree of %u small files", tree_what[k - BN_WL_TREE0],
+                 w->c.tree_files);
 }
 
 static void bn_wl_series_init(bn_wl *w)
@@ -935,6 +1004,10 @@ static int bn_wl_prepare(bn_wl *w)
     bn_wl_series_init(w);
     if (bn_corpus_write_generated(w->text, w->c.file_mib) != 0)
         return bn_fail("cannot write the edits' text", w->text);
+    bn_path(w->tree, w->c.work, "wl-tree");
+    bn_path(w->tree_tar, w->c.work, "wl-tree.tar");
+    if (bn_tree_make(w->tree, w->tree_tar, w->c.tree_files) != 0)
+        return bn_fail("cannot write the metadata rows' tree", w->tree);
     return bn_wl_sql_script(w, 0) | bn_wl_sql_script(w, 1);
 }
 
@@ -1024,7 +1097,7 @@ static void bn_wl_finish(bn_wl *w)
     for (int r = BN_WR_FS; r <= BN_WR_FS64; r++) {
         if (w->rskip[r])
             continue;
-        for (int k = 0; k < BN_WL_N; k++)
+        for (int k = 0; k < BN_WL_TREE0; k++)
             bn_wl_size_targets(w, k, r);
         for (int k = 0; k < BN_WL_N; k++)
             if (bn_wl_kinds[k].speed_goal > 0)
@@ -1142,7 +1215,7 @@ static void bn_wl_size_table(FILE *f, const bn_wl *w)
                "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int r = BN_WR_FS; r <= BN_WR_FS64; r++)
         if (!w->rskip[r])
-            for (int k = 0; k < BN_WL_N; k++)
+            for (int k = 0; k < BN_WL_TREE0; k++)
                 bn_wl_size_row(f, w, k, r);
 }
 

@@ -19,10 +19,11 @@ for f in fs.md fs.csv targets.csv engine.md engine.csv; do
     check "$f written" test -s "$RES/$f"
 done
 
-# The targets: SPEC.md's 8, and the workloads' 21 for each of the two fpgalz4fs stores (1M,
-# 64K): allocated and apparent size for 7 workloads, speed against passthrough_ll for 6, and
-# the daemon's write_bytes for a small overwrite.
-NTARGETS=$((8 + 2 * 21))
+# The targets: SPEC.md's 8, and the workloads' 28 for each of the two fpgalz4fs stores (1M,
+# 64K): allocated and apparent size for 7 workloads, speed against passthrough_ll for 6 and
+# for the 7 metadata rows over a tree of small files, and the daemon's write_bytes for a
+# small overwrite.
+NTARGETS=$((8 + 2 * 28))
 targets_table_ok() {
     local rows
     rows=$(sed -n '/^### Targets/,$p' "$RES/fs.md" | grep -c '^| [a-z].* | \(met\|not met\|skipped: .*\) |$')
@@ -42,13 +43,14 @@ side_by_side_ok() {
 }
 check "fs.md has every side-by-side row with a median" side_by_side_ok
 
-# The workloads, side by side: each of the 7 rows has a number for all four rivals (fpgalz4fs
-# 1M and 64K, passthrough_ll, plain ext4 or a plain directory) and both ratios.
+# The workloads, side by side: each of the 14 rows (7 workloads, 7 metadata commands over a
+# tree) has a number for all four rivals (fpgalz4fs 1M and 64K, passthrough_ll, plain ext4 or
+# a plain directory) and both ratios.
 workloads_ok() {
     local rows
     rows=$(sed -n '/^### Workloads$/,/^### Workloads: /p' "$RES/fs.md" |
            grep -c '^| [^|]* | [A-Za-z/]* |\( [0-9][0-9.]* |\)\{4\}\( [0-9][0-9.]*x |\)\{2\}$')
-    [ "$rows" -eq 7 ] || { echo "expected 7 workload rows with every rival measured, got $rows"; return 1; }
+    [ "$rows" -eq 14 ] || { echo "expected 14 workload rows with every rival measured, got $rows"; return 1; }
     grep -q '^| sqlite-wal | fpgalz4fs 64K | [0-9]* | [0-9]* | [0-9]* | [0-9]* | ' "$RES/fs.md" ||
         { echo "no stored-size row"; return 1; }
     grep -q '^| passthrough_ll | [0-9.]* s | [0-9]* | [0-9]* | - | [A-Z]* (as required) |$' \
