@@ -21,6 +21,9 @@
 
 #define ENG_SENTINEL 0xFFFFFFFFu       /* written into the size array before each run */
 #define ENG_SMALL_JOB 1024u            /* below this a card run costs more than it saves */
+#define ENG_INLINE_SW 16384u           /* a software call this small is compressed by the
+                                          caller: the pool's two thread switches would cost
+                                          more than the compression (a small file's close) */
 #define ENG_QUEUE_JOBS 1024u           /* jobs waiting for a brick */
 #define ENG_POLL_NS 100000u            /* dispatcher poll period while runs are in flight */
 #define ENG_OFF_POLL_NS 10000000u      /* and while only written-off sets are out */
@@ -463,6 +466,18 @@ static void *eng_dispatcher(void *arg)
  * threads; a caller waits for room rather than compress on its own thread). */
 static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *call)
 {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_jobs && total <= ENG_INLINE_SW; i++)
+        total += jobs[i].len;
+    if (total <= ENG_INLINE_SW && n_jobs <= eng->capacity) {
+        eng_brick b = {.n = 0};
+        for (size_t i = 0; i < n_jobs; i++) {
+            eng_sw_compress_job(&jobs[i]);
+            b.tasks[b.n++] = (eng_task){&jobs[i], call};
+        }
+        eng_finish(eng, &b, 0);
+        return;
+    }
     for (size_t first = 0; first < n_jobs; first += eng->capacity) {
         eng_brick b = {.n = 0};
         for (size_t i = first; i < n_jobs && b.n < eng->capacity; i++)

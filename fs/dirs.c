@@ -95,14 +95,35 @@ int dr_open(in_table *tab, struct in_inode *n, int read_only, dr_bound *b, dr_di
     return 0;
 }
 
+static int dr_is_dot(const char *name)
+{
+    return name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]));
+}
+
+/* The entry with its attributes; a lookup that fit nowhere is undone. */
+static size_t dr_add_plus(dr_dir *d, fuse_req_t req, char *buf, size_t rem,
+                          const struct dirent *de, const dr_plus *plus)
+{
+    struct fuse_entry_param e = {0};
+    if (dr_is_dot(de->d_name) || plus->lookup(plus->ctx, dirfd(d->dp), de->d_name, &e) != 0)
+        e = (struct fuse_entry_param){.attr = {.st_ino = de->d_ino,
+                                               .st_mode = DTTOIF(de->d_type)}};
+    size_t need = fuse_add_direntry_plus(req, buf, rem, de->d_name, &e, de->d_off);
+    if (need > rem && e.ino)
+        plus->forget(plus->ctx, e.ino);
+    return need;
+}
+
 /* Adds d->pending to buf unless it is hidden; 0 when it did not fit. */
-static int dr_add(dr_dir *d, fuse_req_t req, char *buf, size_t size, size_t *pos)
+static int dr_add(dr_dir *d, fuse_req_t req, char *buf, size_t size, size_t *pos,
+                  const dr_plus *plus)
 {
     struct dirent *de = d->pending;
     if (!(d->in_root && sb_is_reserved_name(de->d_name))) {
         struct stat st = {.st_ino = de->d_ino, .st_mode = DTTOIF(de->d_type)};
-        size_t need = fuse_add_direntry(req, buf + *pos, size - *pos, de->d_name, &st,
-                                        de->d_off);
+        size_t need = plus ? dr_add_plus(d, req, buf + *pos, size - *pos, de, plus)
+                           : fuse_add_direntry(req, buf + *pos, size - *pos, de->d_name, &st,
+                                               de->d_off);
         if (need > size - *pos)
             return 0;
         *pos += need;
@@ -112,7 +133,8 @@ static int dr_add(dr_dir *d, fuse_req_t req, char *buf, size_t size, size_t *pos
     return 1;
 }
 
-static int dr_fill_locked(dr_dir *d, fuse_req_t req, char *buf, size_t size, size_t *pos)
+static int dr_fill_locked(dr_dir *d, fuse_req_t req, char *buf, size_t size, size_t *pos,
+                          const dr_plus *plus)
 {
     for (;;) {
         if (!d->pending) {
@@ -121,18 +143,19 @@ static int dr_fill_locked(dr_dir *d, fuse_req_t req, char *buf, size_t size, siz
             if (!d->pending)
                 return errno && *pos == 0 ? -errno : 0;
         }
-        if (!dr_add(d, req, buf, size, pos))
+        if (!dr_add(d, req, buf, size, pos, plus))
             return 0;
     }
 }
 
-int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, size_t *used)
+int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, const dr_plus *plus,
+            size_t *used)
 {
     *used = 0;
     pthread_mutex_lock(&d->lock);
     int err = dr_ready(d, off);
     if (!err)
-        err = dr_fill_locked(d, req, buf, size, used);
+        err = dr_fill_locked(d, req, buf, size, used, plus);
     if (d->state == DR_OPEN && d->b->max && atomic_load(&d->b->held) > d->b->max)
         dr_park(d);
     pthread_mutex_unlock(&d->lock);

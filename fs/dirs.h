@@ -29,10 +29,23 @@ typedef struct {
 
 typedef struct dr_dir dr_dir;
 
+/* What a listing with attributes (READDIRPLUS) asks of the daemon: the lookup of one name in
+ * the directory, which counts as one of the kernel's lookups as a LOOKUP reply does, and its
+ * undoing for an entry that did not fit in the reply. */
+typedef struct {
+    int (*lookup)(void *ctx, int dirfd, const char *name, struct fuse_entry_param *e);
+    void (*forget)(void *ctx, fuse_ino_t ino);
+    void *ctx;
+} dr_plus;
+
 /* Opens a listing of directory n (pinned until dr_close); read_only: no atime change. */
 int dr_open(in_table *tab, struct in_inode *n, int read_only, dr_bound *b, dr_dir **out);
-/* Fills buf (size bytes) with entries from offset off, as FUSE's readdir reply. */
-int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, size_t *used);
+/* Fills buf (size bytes) with entries from offset off, as FUSE's readdir reply, or with
+ * plus (not NULL) as its readdirplus reply: each entry with its attributes, so that a listing
+ * like ls -l or du needs no LOOKUP per name. An entry whose lookup fails (it went away) is
+ * sent without them, which the kernel takes as "not looked up". */
+int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, const dr_plus *plus,
+            size_t *used);
 int dr_fsync(dr_dir *d, int datasync);
 void dr_close(dr_dir *d);
 

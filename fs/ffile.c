@@ -205,17 +205,28 @@ void ff_discard(ff_file *f)
     ff_free(f);
 }
 
-int ff_release(ff_file *f)
+int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
 {
+    if (st)
+        st->st_ino = 0;
     int rc = ff_lock_charged(f);
     if (rc == 0) {
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
         if (rc == 0 && !f->foreign && f->version == 2 && !f->env->opt.read_only)
             rc = ff2_release(f);
+        if (rc == 0 && st && fstat(f->fd, st) == 0)
+            *size = f->foreign ? (uint64_t)st->st_size : f->size;
+        else if (st)
+            st->st_ino = 0;            /* fstat may have filled part of it */
         ff_unlock_charged(f);
     }
     ff_free(f);
     return rc;
+}
+
+int ff_release(ff_file *f)
+{
+    return ff_release_stat(f, NULL, NULL);
 }
 
 uint64_t ff_size(ff_file *f)

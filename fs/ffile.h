@@ -58,6 +58,9 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out);
 
 /* Commits and frees; returns the commit's error (the state is freed either way). */
 int ff_release(ff_file *f);
+/* ff_release, and what the backing file and its logical size are after the last write
+ * (st->st_ino 0 when that could not be read). */
+int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size);
 /* Frees without committing, for a file that no name reaches any more (unlinked, its last
  * handle gone): nothing can read its data again, and writing them would only take space. */
 void ff_discard(ff_file *f);

@@ -62,8 +62,8 @@ struct in_inode {
     off_t size_key;                    /* backing st_size the cached size was read at */
     struct timespec size_ctim;         /* backing st_ctim the cached size was read at */
     uint64_t size;                     /* cached logical size of a closed regular file */
-    int no_caps;                       /* security.capability known absent (ops.c) */
-    unsigned caps_gen;                 /* bumped by every call that may change that */
+    unsigned xattr_none;               /* well-known attributes known absent (ops.c) */
+    unsigned xattr_gen;                /* bumped by every call that may change that */
 
     unsigned handle_len;               /* bytes used in handle; never changes */
     unsigned char handle[];            /* struct file_handle from name_to_handle_at; never

@@ -210,13 +210,13 @@ static int op_repaired_size(struct op_fs *fs, struct in_inode *n, struct stat *s
     int err = op_open_backing(fs, n, &f);
     if (err)
         return err;
-    *size = ff_size(f);
     struct stat now;
-    if (ff_fstat(f, &now) == 0) {
+    err = ff_release_stat(f, &now, size);
+    if (now.st_ino) {
         st->st_size = now.st_size, st->st_ctim = now.st_ctim;
         st->st_mtim = now.st_mtim, st->st_blocks = now.st_blocks;
     }
-    return ff_release(f);
+    return err;
 }
 
 /* The logical size of a closed regular file, read from its seek table only when the backing
@@ -374,10 +374,14 @@ static int op_deleted(ff_file *f)
 static void op_free_file(struct op_fs *fs, struct in_inode *n, int *err)
 {
     int deleted = op_deleted(n->file), rerr = 0;
+    struct stat st = {0};
+    uint64_t size = 0;
     if (deleted)
         ff_discard(n->file);
     else
-        rerr = ff_release(n->file);
+        rerr = ff_release_stat(n->file, &st, &size);
+    if (!deleted && !rerr)
+        sz_put(fs->sizes, &st, size);  /* the state the daemon just left it in */
     if (!*err)
         *err = rerr;
     n->file = NULL;
@@ -757,39 +761,51 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     op_reply_attr(req, fs, op_log(fs, "getattr", n, NULL, err), &st);
 }
 
-/* The kernel asks for security.capability before every write(2), to drop it as a write
- * must; almost no file has one. Once the backing file said it has none, the answer comes
- * from memory until a call through the mount may change that (setxattr, removexattr,
- * chown). One set directly in the backing directory is still dropped by the backing
- * filesystem itself at the daemon's next write of the file. */
-#define OP_XATTR_CAPS "security.capability"
+/* Attributes nearly no file has and that are asked of every file: security.capability by the
+ * kernel before every write(2) (to drop it, as a write must), the SELinux label and the ACLs
+ * by ls -l and cp. Once the backing file said it has none of one, the answer comes from
+ * memory until a call through the mount may change that (setxattr, removexattr, chown,
+ * chmod). One set directly in the backing directory shows when the kernel forgets the
+ * inode; a capability is dropped by the backing filesystem itself at the daemon's next
+ * write of the file anyway. */
+static const char *const op_xattr_rare[] = {"security.capability", "security.selinux",
+                                            "system.posix_acl_access",
+                                            "system.posix_acl_default"};
 
-/* 1 when name is security.capability and the file is known to have none; *gen says which
- * state a backing answer belongs to. */
-static int op_caps_absent(struct in_inode *n, const char *name, unsigned *gen)
+/* The bit of name in in_inode.xattr_none, or 0 for a name not remembered. */
+static unsigned op_xattr_bit(const char *name)
 {
-    if (!name || strcmp(name, OP_XATTR_CAPS) != 0)
-        return 0;
+    for (unsigned i = 0; name && i < sizeof(op_xattr_rare) / sizeof(op_xattr_rare[0]); i++)
+        if (strcmp(name, op_xattr_rare[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+/* 1 when the file is known to have no attribute of that bit; *gen says which state a
+ * backing answer belongs to. */
+static int op_xattr_absent(struct in_inode *n, unsigned bit, unsigned *gen)
+{
     pthread_mutex_lock(&n->lock);
-    int absent = n->no_caps;
-    *gen = n->caps_gen;
+    int absent = (n->xattr_none & bit) != 0;
+    *gen = n->xattr_gen;
     pthread_mutex_unlock(&n->lock);
     return absent;
 }
 
 /* The backing file said it has none: remembered unless a change came in between. */
-static void op_caps_none(struct in_inode *n, unsigned gen)
+static void op_xattr_none(struct in_inode *n, unsigned bit, unsigned gen)
 {
     pthread_mutex_lock(&n->lock);
-    n->no_caps = n->caps_gen == gen;
+    if (n->xattr_gen == gen)
+        n->xattr_none |= bit;
     pthread_mutex_unlock(&n->lock);
 }
 
-static void op_caps_changed(struct in_inode *n)
+static void op_xattr_changed(struct in_inode *n)
 {
     pthread_mutex_lock(&n->lock);
-    n->no_caps = 0;
-    n->caps_gen++;
+    n->xattr_none = 0;
+    n->xattr_gen++;
     pthread_mutex_unlock(&n->lock);
 }
 
@@ -798,7 +814,7 @@ static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
     int fd = op_meta_fd(fs, n);
     if (fd < 0)
         return fd;
-    op_caps_changed(n);
+    op_xattr_changed(n);
     int err = op_err(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
     close(fd);
     pthread_mutex_lock(&n->lock);
@@ -816,6 +832,7 @@ static int op_chmod(struct op_fs *fs, struct in_inode *n, mode_t mode)
         return fd;
     char proc[40];
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    op_xattr_changed(n);               /* a chmod rewrites an access ACL */
     int err = op_err(chmod(proc, mode & 07777));
     close(fd);
     return err;
@@ -832,8 +849,12 @@ static int op_truncate_closed(struct op_fs *fs, struct in_inode *n, off_t size)
     if (err)
         return err;
     err = ff_truncate(f, size);
-    int rerr = ff_release(f);
+    struct stat st;
+    uint64_t logical = 0;
+    int rerr = ff_release_stat(f, &st, &logical);
     n->size_valid = 0;
+    if (!err && !rerr)
+        sz_put(fs->sizes, &st, logical);   /* replaces the state before the truncate */
     return err ? err : rerr;
 }
 
@@ -1047,7 +1068,7 @@ static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entr
     }
     n->open_count++;
     n->writers += op_writable(fi);
-    n->no_caps = 1;                    /* nothing gives a new file a capability */
+    n->xattr_none = op_xattr_bit("security.capability");   /* nothing gives a new file one */
     e->attr.st_size = (off_t)ff_size(n->file);
     ff_get_mtime(n->file, &e->attr.st_mtim);
     fi->fh = op_fh(n->file, fi);
@@ -1271,20 +1292,46 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_open(req, fi);
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
+static int op_plus_lookup(void *ctx, int dirfd, const char *name, struct fuse_entry_param *e)
+{
+    return op_entry(ctx, dirfd, name, e);
+}
+
+static void op_plus_forget(void *ctx, fuse_ino_t ino)
+{
+    struct op_fs *fs = ctx;
+    op_forget_one(fs, in_get(fs->tab, ino), 1);
+}
+
+static void op_list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi, int plus)
 {
     struct op_fs *fs = op_fs(req);
     dr_dir *d = (dr_dir *)(uintptr_t)fi->fh;
+    dr_plus p = {op_plus_lookup, op_plus_forget, fs};
     char *buf = malloc(size ? size : 1);
     size_t used = 0;
-    int err = buf ? dr_fill(d, req, buf, size, off, &used) : -ENOMEM;
-    err = op_log(fs, "readdir", in_get(fs->tab, ino), NULL, err);
+    int err = buf ? dr_fill(d, req, buf, size, off, plus ? &p : NULL, &used) : -ENOMEM;
+    err = op_log(fs, plus ? "readdirplus" : "readdir", in_get(fs->tab, ino), NULL, err);
     if (err)
         fuse_reply_err(req, -err);
     else
         fuse_reply_buf(req, buf, used);
     free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    op_list(req, ino, size, off, fi, 0);
+}
+
+/* ls -l, du, find with stat: every entry comes with its attributes, one request for many
+ * names instead of a LOOKUP each (the kernel asks for it where it helps). */
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    op_list(req, ino, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1376,7 +1423,7 @@ static int op_setxattr_inode(struct op_fs *fs, struct in_inode *n, const char *n
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
-    op_caps_changed(n);                /* a getxattr meanwhile forgets what it read */
+    op_xattr_changed(n);                /* a getxattr meanwhile forgets what it read */
     int err = op_err(setxattr(proc, name, value, size, flags));
     close(fd);
     return err;
@@ -1401,7 +1448,7 @@ static int op_removexattr_inode(struct op_fs *fs, struct in_inode *n, const char
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
-    op_caps_changed(n);
+    op_xattr_changed(n);
     int err = op_err(removexattr(proc, name));
     close(fd);
     return err;
@@ -1430,9 +1477,8 @@ static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const cha
             memcpy(buf, text, len);
         return (ssize_t)len;
     }
-    unsigned gen = 0;
-    int caps = name && strcmp(name, OP_XATTR_CAPS) == 0;
-    if (op_caps_absent(n, name, &gen))
+    unsigned gen = 0, bit = op_xattr_bit(name);
+    if (bit && op_xattr_absent(n, bit, &gen))
         return -ENODATA;
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
@@ -1441,8 +1487,8 @@ static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const cha
     if (len < 0)
         len = -errno;
     close(fd);
-    if (len == -ENODATA && caps)
-        op_caps_none(n, gen);
+    if (len == -ENODATA && bit)
+        op_xattr_none(n, bit, gen);
     return len;
 }
 
@@ -1507,6 +1553,7 @@ void op_fill(struct fuse_lowlevel_ops *ops)
     ops->fsync = op_fsync;
     ops->opendir = op_opendir;
     ops->readdir = op_readdir;
+    ops->readdirplus = op_readdirplus;
     ops->releasedir = op_releasedir;
     ops->fsyncdir = op_fsyncdir;
     ops->statfs = op_statfs;

@@ -137,6 +137,25 @@ check "torn file counted" grep -q "in own files; 1 own files without a seek tabl
 check_eq "torn file: logical size from its frames" "300000 torn" \
     "$(awk '$NF == "text" { print $2, $6 }' "$WS/torn.out")"
 
+# ---- sizes through the mount after the kernel forgot the inode (the daemon answers from its
+# own memory of closed files' sizes, fs/sizes.c): quick changes, each closed, then a forget
+check "mount again" mount_store
+: >"$MNT/grow"
+want=0 bad=""
+for i in $(seq 1 40); do
+    case $((i % 4)) in
+        0) truncate -s $((i * 7)) "$MNT/grow"; want=$((i * 7)) ;;
+        1) printf x >>"$MNT/grow"; want=$((want + 1)) ;;
+        2) head -c 3000 "$SRC/text" >"$MNT/grow"; want=3000 ;;
+        3) truncate -s 2999 "$MNT/grow"; want=2999 ;;
+    esac
+    sync; echo 2 >/proc/sys/vm/drop_caches 2>/dev/null
+    got=$(stat -c %s "$MNT/grow")
+    [ "$got" = "$want" ] || bad="$bad step $i: $got, not $want;"
+done
+check_eq "every size after a forget is the file's" "" "$bad"
+check "unmount again" umount_store
+
 # ---- errors
 "$FSSTAT" "$WS/absent" >/dev/null 2>"$WS/err"
 check_eq "missing directory: exit 1" 1 $?
