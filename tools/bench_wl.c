@@ -45,6 +45,10 @@ enum {
     BN_WL_TREE_GIT, BN_WL_TREE_RM, BN_WL_N,
 };
 #define BN_WL_TREE0 BN_WL_TREE_CP         /* the metadata rows: no stored-size targets */
+_Static_assert(BN_WL_TREE_TAR - BN_WL_TREE0 == BN_TREE_TAR &&
+                   BN_WL_TREE_GIT - BN_WL_TREE0 == BN_TREE_GIT &&
+                   BN_WL_TREE_RM - BN_WL_TREE0 == BN_TREE_RM,
+               "the metadata rows follow bench_tree.c's order");
 
 typedef struct {
     int ok;
@@ -102,17 +106,10 @@ static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio_sync(bn_wl *w, double *secs, double *rate);
 static int bn_wl_edits(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_cp(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_tar(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_stat(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_du(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_ls(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_git(bn_wl *w, double *secs, double *rate);
-static int bn_wl_tree_rm(bn_wl *w, double *secs, double *rate);
 
 static const struct {
     const char *tag, *unit, *tool;     /* tool: needed on PATH, else the row is skipped */
-    bn_wl_fn run;
+    bn_wl_fn run;                      /* NULL: a metadata row (bn_wl_tree) */
     double speed_goal;                 /* fpgalz4fs / passthrough_ll at least; 0: none */
 } bn_wl_kinds[BN_WL_N] = {
     [BN_WL_SQL_DEL] = {"sqlite-delete", "tx/s", "sqlite3", bn_wl_sql_delete, 0.7},
@@ -123,13 +120,13 @@ static const struct {
     [BN_WL_FIO_SYNC] = {"fio-fsync32", "IOPS", "fio", bn_wl_fio_sync, 0.5},
     [BN_WL_EDITS] = {"edits", "edits/s", NULL, bn_wl_edits, 0},
     /* the small-files issue: at most 1.1 x passthrough_ll's time */
-    [BN_WL_TREE_CP] = {"tree-cp", "files/s", NULL, bn_wl_tree_cp, 1 / 1.1},
-    [BN_WL_TREE_TAR] = {"tree-tar", "files/s", NULL, bn_wl_tree_tar, 1 / 1.1},
-    [BN_WL_TREE_STAT] = {"tree-stat", "files/s", NULL, bn_wl_tree_stat, 1 / 1.1},
-    [BN_WL_TREE_DU] = {"tree-du", "files/s", NULL, bn_wl_tree_du, 1 / 1.1},
-    [BN_WL_TREE_LS] = {"tree-ls", "files/s", NULL, bn_wl_tree_ls, 1 / 1.1},
-    [BN_WL_TREE_GIT] = {"tree-git", "files/s", "git", bn_wl_tree_git, 1 / 1.1},
-    [BN_WL_TREE_RM] = {"tree-rm", "files/s", NULL, bn_wl_tree_rm, 1 / 1.1},
+    [BN_WL_TREE_CP] = {"tree-cp", "files/s", NULL, NULL, 1 / 1.1},
+    [BN_WL_TREE_TAR] = {"tree-tar", "files/s", NULL, NULL, 1 / 1.1},
+    [BN_WL_TREE_STAT] = {"tree-stat", "files/s", NULL, NULL, 1 / 1.1},
+    [BN_WL_TREE_DU] = {"tree-du", "files/s", NULL, NULL, 1 / 1.1},
+    [BN_WL_TREE_LS] = {"tree-ls", "files/s", NULL, NULL, 1 / 1.1},
+    [BN_WL_TREE_GIT] = {"tree-git", "files/s", "git", NULL, 1 / 1.1},
+    [BN_WL_TREE_RM] = {"tree-rm", "files/s", NULL, NULL, 1 / 1.1},
 };
 
 static int bn_wl_kind(int r)
@@ -546,41 +543,6 @@ static int bn_wl_tree(bn_wl *w, int op, double *secs, double *rate)
     return 0;
 }
 
-static int bn_wl_tree_cp(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_CP, secs, rate);
-}
-
-static int bn_wl_tree_tar(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_TAR, secs, rate);
-}
-
-static int bn_wl_tree_stat(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_STAT, secs, rate);
-}
-
-static int bn_wl_tree_du(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_DU, secs, rate);
-}
-
-static int bn_wl_tree_ls(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_LS, secs, rate);
-}
-
-static int bn_wl_tree_git(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_GIT, secs, rate);
-}
-
-static int bn_wl_tree_rm(bn_wl *w, double *secs, double *rate)
-{
-    return bn_wl_tree(w, BN_TREE_RM, secs, rate);
-}
-
 /* ---- stored size: through the mount before the unmount, the store after it ---- */
 
 static long long bn_wl_lz4(bn_wl *w, const char *path, uint32_t block)
@@ -660,7 +622,9 @@ static void bn_wl_one(bn_wl *w, int k, int r, unsigned round)
         return;
     w->why[0] = '\0';
     int rc = bn_wl_up(w, r);
-    rc = rc ? rc : bn_wl_kinds[k].run(w, &secs, &rate);
+    if (rc == 0)
+        rc = bn_wl_kinds[k].run ? bn_wl_kinds[k].run(w, &secs, &rate)
+                                : bn_wl_tree(w, k - BN_WL_TREE0, &secs, &rate);
     if (rc == 0 && fs && k < BN_WL_TREE0)
         rc = bn_wl_size_mnt(w, &z, bn_wl_block(w, r));
     rc |= bn_wl_unmount(w);
