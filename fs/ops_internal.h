@@ -1,0 +1,24 @@
+/* What the files of the FUSE handlers share (ops.c, ops_xattr.c); nothing outside them
+ * includes this. */
+#ifndef FPGALZ4FS_OPS_INTERNAL_H
+#define FPGALZ4FS_OPS_INTERNAL_H
+
+#include "ops.h"
+
+#define OP_STATS_MAX 2048              /* user.fpgalz4fs.stats, as text */
+
+struct op_fs *op_fs(fuse_req_t req);
+/* A descriptor for metadata calls on n (an open file's own, duplicated); close it. */
+int op_meta_fd(struct op_fs *fs, struct in_inode *n);
+/* Logs a non-trivial error of operation what on n (or on name inside n); returns err. */
+int op_log(struct op_fs *fs, const char *what, struct in_inode *n, const char *name, int err);
+/* The calling thread's fsuid for what a request makes (cred.h); cr_restore after. */
+uid_t op_charge_caller(struct op_fs *fs, fuse_req_t req);
+int op_err(int rc);                    /* -errno after a failed call, else 0 */
+
+/* ops_xattr.c */
+unsigned op_xattr_bit(const char *name);   /* a remembered attribute's bit, or 0 */
+void op_xattr_changed(struct in_inode *n); /* forget what n is known not to have */
+void op_fill_xattr(struct fuse_lowlevel_ops *ops);
+
+#endif

@@ -1,0 +1,252 @@
+/* Extended attributes of the mount (setxattr, getxattr, listxattr, removexattr), the
+ * counters under user.fpgalz4fs.stats, and the memory of attributes a file does not have.
+ * Calls go through the /proc link of an O_PATH descriptor: it reaches every kind of object,
+ * FIFOs and device nodes included, without opening it. */
+#include "ops_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "cred.h"
+
+#define OP_XATTR_RESERVED "user.fpgalz4fs."
+#define OP_XATTR_STATS "user.fpgalz4fs.stats"
+#define OP_XATTR_MAX (64u * 1024u)     /* the largest value or list the VFS passes */
+
+/* Attributes nearly no file has and that are asked of every file: security.capability by the
+ * kernel before every write(2) (to drop it, as a write must), the SELinux label and the ACLs
+ * by ls -l and cp. Once the backing file said it has none of one, the answer comes from
+ * memory until a call through the mount may change that (setxattr, removexattr, chown,
+ * chmod). One set directly in the backing directory shows when the kernel forgets the
+ * inode; a capability is dropped by the backing filesystem itself at the daemon's next
+ * write of the file anyway. */
+static const char *const op_xattr_rare[] = {"security.capability", "security.selinux",
+                                            "system.posix_acl_access",
+                                            "system.posix_acl_default"};
+
+/* The bit of name in in_inode.xattr_none, or 0 for a name not remembered. */
+unsigned op_xattr_bit(const char *name)
+{
+    for (unsigned i = 0; name && i < sizeof(op_xattr_rare) / sizeof(op_xattr_rare[0]); i++)
+        if (strcmp(name, op_xattr_rare[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+/* 1 when the file is known to have no attribute of that bit; *gen says which state a
+ * backing answer belongs to. */
+static int op_xattr_absent(struct in_inode *n, unsigned bit, unsigned *gen)
+{
+    pthread_mutex_lock(&n->lock);
+    int absent = (n->xattr_none & bit) != 0;
+    *gen = n->xattr_gen;
+    pthread_mutex_unlock(&n->lock);
+    return absent;
+}
+
+/* The backing file said it has none: remembered unless a change came in between. */
+static void op_xattr_none(struct in_inode *n, unsigned bit, unsigned gen)
+{
+    pthread_mutex_lock(&n->lock);
+    if (n->xattr_gen == gen)
+        n->xattr_none |= bit;
+    pthread_mutex_unlock(&n->lock);
+}
+
+void op_xattr_changed(struct in_inode *n)
+{
+    pthread_mutex_lock(&n->lock);
+    n->xattr_none = 0;
+    n->xattr_gen++;
+    pthread_mutex_unlock(&n->lock);
+}
+
+/* Attribute names are no path: the line reads "getxattr NAME on PATH". */
+static int op_log_xattr(struct op_fs *fs, const char *what, struct in_inode *n,
+                        const char *name, int err)
+{
+    char verb[300];
+    snprintf(verb, sizeof(verb), "%s %s on", what, name ? name : "");
+    return op_log(fs, name ? verb : what, n, NULL, err);
+}
+
+/* Extended attributes, through the /proc link of an O_PATH descriptor: it reaches every
+ * kind of object, FIFOs and device nodes included, without opening it. */
+
+size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
+{
+    eng_stats es;
+    ff_stats fst;
+    memset(&es, 0, sizeof(es));
+    memset(&fst, 0, sizeof(fst));
+    if (fs->eng)
+        eng_get_stats(fs->eng, &es);
+    if (fs->env)
+        ff_env_stats(fs->env, &fst);
+    const struct {
+        const char *key;
+        uint64_t value;
+    } rows[] = {
+        {"bricks_card", es.bricks_card},       {"bricks_sw", es.bricks_sw},
+        {"blocks_card", es.blocks_card},       {"blocks_sw", es.blocks_sw},
+        {"fallback_busy", es.fallback_busy},   {"fallback_error", es.fallback_error},
+        {"fallback_small", es.fallback_small}, {"card_idle_us", es.card_idle_us},
+        {"sets_written_off", es.sets_written_off}, {"sets_recovered", es.sets_recovered},
+        {"bytes_in", es.bytes_in},   {"bytes_out", es.bytes_out},
+        {"commits", fst.commits},    {"blocks_written", fst.blocks_written},
+        {"blocks_copied", fst.blocks_copied}, {"blocks_decoded", fst.blocks_decoded},
+        {"cache_hits", fst.cache_hits}, {"repairs", fst.repairs},
+        {"corrupt_blocks", fst.corrupt_blocks}, {"fds_open", fst.fds_open},
+        {"fd_closes", fst.fd_closes}, {"fd_reopens", fst.fd_reopens},
+        {"dir_streams", atomic_load(&fs->dirs.held)},
+        {"dir_reopens", atomic_load(&fs->dirs.reopens)},
+    };
+    int len = snprintf(buf, cap, "backend=%s\n", fs->eng ? eng_backend_name(fs->eng) : "none");
+    size_t pos = len < 0 ? 0 : (size_t)len;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]) && pos < cap; i++) {
+        len = snprintf(buf + pos, cap - pos, "%s=%020llu\n", rows[i].key,
+                       (unsigned long long)rows[i].value);
+        pos += len < 0 ? 0 : (size_t)len;
+    }
+    return pos < cap ? pos : cap - 1;
+}
+
+static int op_is_reserved(const char *name)
+{
+    return strncmp(name, OP_XATTR_RESERVED, strlen(OP_XATTR_RESERVED)) == 0;
+}
+
+/* Opens n as O_PATH and writes its /proc link into proc; returns the descriptor. */
+static int op_proc_open(struct op_fs *fs, struct in_inode *n, char proc[40])
+{
+    int fd = op_meta_fd(fs, n);
+    if (fd >= 0)
+        snprintf(proc, 40, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+static int op_setxattr_inode(struct op_fs *fs, struct in_inode *n, const char *name,
+                             const char *value, size_t size, int flags)
+{
+    char proc[40];
+    if (op_is_reserved(name))
+        return -EPERM;
+    int fd = op_proc_open(fs, n, proc);
+    if (fd < 0)
+        return fd;
+    op_xattr_changed(n);                /* a getxattr meanwhile forgets what it read */
+    int err = op_err(setxattr(proc, name, value, size, flags));
+    close(fd);
+    return err;
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    uid_t was = op_charge_caller(fs, req);
+    int err = op_setxattr_inode(fs, n, name, value, size, flags);
+    cr_restore(was);
+    fuse_reply_err(req, -op_log_xattr(fs, "setxattr", n, name, err));
+}
+
+static int op_removexattr_inode(struct op_fs *fs, struct in_inode *n, const char *name)
+{
+    char proc[40];
+    if (op_is_reserved(name))
+        return -EPERM;
+    int fd = op_proc_open(fs, n, proc);
+    if (fd < 0)
+        return fd;
+    op_xattr_changed(n);
+    int err = op_err(removexattr(proc, name));
+    close(fd);
+    return err;
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    int err = op_removexattr_inode(fs, n, name);
+    fuse_reply_err(req, -op_log_xattr(fs, "removexattr", n, name, err));
+}
+
+/* Reads an attribute value (or, with list set, the name list) into buf; size 0 asks for
+ * the length only. Returns the length or -errno. */
+static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const char *name,
+                                 char *buf, size_t size)
+{
+    char proc[40];
+    if (name && strcmp(name, OP_XATTR_STATS) == 0) {
+        char text[OP_STATS_MAX];
+        size_t len = op_stats_text(fs, text, sizeof(text));
+        if (size && len > size)
+            return -ERANGE;
+        if (size)
+            memcpy(buf, text, len);
+        return (ssize_t)len;
+    }
+    unsigned gen = 0, bit = op_xattr_bit(name);
+    if (bit && op_xattr_absent(n, bit, &gen))
+        return -ENODATA;
+    int fd = op_proc_open(fs, n, proc);
+    if (fd < 0)
+        return fd;
+    ssize_t len = name ? getxattr(proc, name, buf, size) : listxattr(proc, buf, size);
+    if (len < 0)
+        len = -errno;
+    close(fd);
+    if (len == -ENODATA && bit)
+        op_xattr_none(n, bit, gen);
+    return len;
+}
+
+static void op_reply_xattr(fuse_req_t req, ssize_t len, const char *buf, size_t size)
+{
+    if (len < 0)
+        fuse_reply_err(req, (int)-len);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)len);
+    else
+        fuse_reply_buf(req, buf, (size_t)len);
+}
+
+/* getxattr (name) and listxattr (name NULL) share one reply path. */
+static void op_xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size,
+                          const char *what)
+{
+    struct op_fs *fs = op_fs(req);
+    struct in_inode *n = in_get(fs->tab, ino);
+    size_t cap = size < OP_XATTR_MAX ? size : OP_XATTR_MAX;
+    char *buf = cap ? malloc(cap) : NULL;
+    ssize_t len = (cap && !buf) ? -ENOMEM : op_getxattr_inode(fs, n, name, buf, cap);
+    if (len < 0)
+        op_log_xattr(fs, what, n, name, (int)len);
+    op_reply_xattr(req, len, buf, cap);
+    free(buf);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    op_xattr_read(req, ino, name, size, "getxattr");
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    op_xattr_read(req, ino, NULL, size, "listxattr");
+}
+
+void op_fill_xattr(struct fuse_lowlevel_ops *ops)
+{
+    ops->setxattr = op_setxattr;
+    ops->getxattr = op_getxattr;
+    ops->listxattr = op_listxattr;
+    ops->removexattr = op_removexattr;
+}
