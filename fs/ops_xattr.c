@@ -130,8 +130,9 @@ static int op_proc_open(struct op_fs *fs, struct in_inode *n, char proc[40])
     return fd;
 }
 
-static int op_setxattr_inode(struct op_fs *fs, struct in_inode *n, const char *name,
-                             const char *value, size_t size, int flags)
+/* Sets name to value, or removes it. */
+static int op_xattr_change(struct op_fs *fs, struct in_inode *n, const char *name, int remove,
+                           const char *value, size_t size, int flags)
 {
     char proc[40];
     if (op_is_reserved(name))
@@ -139,8 +140,8 @@ static int op_setxattr_inode(struct op_fs *fs, struct in_inode *n, const char *n
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
-    op_xattr_changed(n);                /* a getxattr meanwhile forgets what it read */
-    int err = op_err(setxattr(proc, name, value, size, flags));
+    op_xattr_changed(n);               /* a getxattr meanwhile forgets what it read */
+    int err = op_err(remove ? removexattr(proc, name) : setxattr(proc, name, value, size, flags));
     close(fd);
     return err;
 }
@@ -151,30 +152,16 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
     uid_t was = op_charge_caller(fs, req);
-    int err = op_setxattr_inode(fs, n, name, value, size, flags);
+    int err = op_xattr_change(fs, n, name, 0, value, size, flags);
     cr_restore(was);
     fuse_reply_err(req, -op_log_xattr(fs, "setxattr", n, name, err));
-}
-
-static int op_removexattr_inode(struct op_fs *fs, struct in_inode *n, const char *name)
-{
-    char proc[40];
-    if (op_is_reserved(name))
-        return -EPERM;
-    int fd = op_proc_open(fs, n, proc);
-    if (fd < 0)
-        return fd;
-    op_xattr_changed(n);
-    int err = op_err(removexattr(proc, name));
-    close(fd);
-    return err;
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
-    int err = op_removexattr_inode(fs, n, name);
+    int err = op_xattr_change(fs, n, name, 1, NULL, 0, 0);
     fuse_reply_err(req, -op_log_xattr(fs, "removexattr", n, name, err));
 }
 
