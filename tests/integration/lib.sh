@@ -416,9 +416,13 @@ kill_daemon_only() {
     local pid=${1:-$DAEMON_PID} i
     [ -n "$pid" ] || return 1
     kill -KILL "$pid" 2>/dev/null
-    for ((i = 0; i < 100; i++)); do
+    # gone, or a zombie whose other threads are gone too: only then are its descriptors,
+    # and the store lock with them, released (a zombie leader alone says nothing of its
+    # threads still exiting)
+    for ((i = 0; i < 200; i++)); do
         [ -d "/proc/$pid" ] || break
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] &&
+            [ "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -le 1 ] && break
         sleep 0.05
     done
     return 0

@@ -15,6 +15,8 @@
 # be one written there, never older than an acknowledged fsync promised, its size one the
 # writers made possible, and `lz4 -d` must give the same bytes.
 #
+# POWERLOSS_KEEP=DIR keeps what a failing seed needs to replay it (DIR/vV-sS: the empty store,
+# the record, the writers' logs and up to 20 failing states as they were before the open).
 # POWERLOSS_STATES states per format and seed (default 500, CI), POWERLOSS_OPS operations per
 # writer (default 150), POWERLOSS_SEEDS workload seeds (default 1), POWERLOSS_FORMATS the file
 # versions written (default 2; version 1 fails here: docs/FORMAT.md 7.1 and 8, it relies on
@@ -47,9 +49,15 @@ run_format() {
         python3 "$PY" workload "$m" "$logdir" --seed "$seed" --writers 3 --ops "$OPS"
     check "v$ver seed $seed: unmount" umount_at "$m" "$DAEMON_PID"
     check "v$ver seed $seed: the recorder logged the daemon's calls" test -s "$plog"
-    check_show "v$ver seed $seed: $STATES power-loss states open, read and keep what fsync promised" \
+    local keep=${POWERLOSS_KEEP:+$POWERLOSS_KEEP/v$ver-s$seed}
+    [ -n "$keep" ] && mkdir -p "$keep/states"
+    if ! check_show "v$ver seed $seed: $STATES power-loss states open, read and keep what fsync promised" \
         python3 "$PY" check "$base" "$plog" "$logdir" "$BUILD_DIR/plcheck" "$WS/work-v$ver-s$seed" \
-        --states "$STATES" --seed "$seed"
+        --states "$STATES" --seed "$seed" ${keep:+--keep "$keep/states"}; then
+        # what replays the failure: the empty store, the record, the writers' logs
+        [ -n "$keep" ] && cp -a "$base" "$plog" "$logdir" "$keep/"
+    fi
+    [ -n "$keep" ] && rmdir "$keep/states" "$keep" 2>/dev/null
     rm -rf "$WS/work-v$ver-s$seed" "$plog"
 }
 
