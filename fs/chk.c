@@ -447,9 +447,8 @@ int chk_file(int fd, const sb_super *store, chk_mode mode, uint64_t changed_afte
     int rc = chk_marker(&c);
     if (rc > 0 && c.version == 2) {
         out->block_size = c.bs;
-        uint64_t ctime = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
-        rc = chk2_file(fd, c.bs, out->file_len, mode, ctime > changed_after_ns, say, ctx, out,
-                       &c.wrote);
+        rc = chk2_file(fd, c.bs, out->file_len, mode, sb_ns(st.st_ctim) > changed_after_ns, say,
+                       ctx, out, &c.wrote);
     } else if (rc > 0) {
         out->block_size = c.bs;
         c.raw = malloc((size_t)c.bs + FMT_BLOCK_OVERHEAD);

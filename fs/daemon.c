@@ -578,7 +578,7 @@ static uint64_t dm_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return sb_ns(ts);
 }
 
 /* The clean mark (docs/FORMAT.md 1.4): files changed after the time up to which it says every

@@ -124,11 +124,8 @@ static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t 
 {
     uint8_t marker[FMT_MARKER_LEN];
     int first = e->block == 0 && f->n_stored == 0;
-    if (first) {
-        fmt_marker m = {FMT_VERSION, f->bs, {0}};
-        memcpy(m.uuid, f->env->sb.uuid, sizeof(m.uuid));
-        fmt_marker_encode(&m, marker);
-    }
+    if (first)
+        fmt2_marker_encode(f->bs, f->env->sb.uuid, marker);
     return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
                            ff2_slot_end(f, e->block, n, tail), first ? marker : NULL);
@@ -574,9 +571,7 @@ int ff2_load(ff_file *f, uint64_t file_len)
 /* A new file: the marker and a footer of nothing, in one write. */
 size_t ff2_new_file(const ff_env *env, uint8_t *out)
 {
-    fmt_marker m = {FMT_VERSION, env->sb.block_size, {0}};
-    memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
-    fmt_marker_encode(&m, out);
+    fmt2_marker_encode(env->sb.block_size, env->sb.uuid, out);
     fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
     fmt2_footer_encode(&ft, out + FMT_MARKER_LEN);
     return FMT_MARKER_LEN + FMT2_FOOTER_LEN;

@@ -139,7 +139,7 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
     if (rc == 0) {
         f->mtime = st.st_mtim;
         f->owner = st.st_uid;
-        f->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
+        f->ctime_ns = sb_ns(st.st_ctim);
     }
     if (rc == 0)
         rc = ff_identify(fd, (uint64_t)st.st_size, env->sb.block_size, &f->bs, &f->version,
@@ -207,6 +207,7 @@ void ff_discard(ff_file *f)
 
 int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
 {
+    struct stat now;
     if (st)
         st->st_ino = 0;
     int rc = ff_lock_charged(f);
@@ -214,10 +215,8 @@ int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
         if (rc == 0 && !f->foreign && f->version == 2 && !f->env->opt.read_only)
             rc = ff2_release(f);
-        if (rc == 0 && st && fstat(f->fd, st) == 0)
-            *size = f->foreign ? (uint64_t)st->st_size : f->size;
-        else if (st)
-            st->st_ino = 0;            /* fstat may have filled part of it */
+        if (rc == 0 && st && fstat(f->fd, &now) == 0)
+            *st = now, *size = f->foreign ? (uint64_t)now.st_size : f->size;
         ff_unlock_charged(f);
     }
     ff_free(f);
@@ -294,10 +293,9 @@ int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
     *size = (uint64_t)st.st_size;
     if (rc <= 0)
         return rc;
-    uint64_t ctime = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec;
     if (version == 2)
-        return ff2_stat_size(fd, (uint64_t)st.st_size, bs, ff2_may_have_lost_power(env, ctime),
-                             size);
+        return ff2_stat_size(fd, (uint64_t)st.st_size, bs,
+                             ff2_may_have_lost_power(env, sb_ns(st.st_ctim)), size);
     fmt_trailer t;
     fmt_error err = fmt_trailer_read(fd, (uint64_t)st.st_size, bs, &t);
     int torn = err == FMT_ERR_NO_TRAILER;

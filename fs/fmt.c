@@ -183,18 +183,8 @@ int fmt_pread_all(int fd, void *buf, size_t len, uint64_t off)
 
 int fmt_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -ENOSPC;
-        p += n, len -= (size_t)n, off += (uint64_t)n;
-    }
-    return 0;
+    struct iovec v = {(void *)buf, len};
+    return len ? fmt_pwritev_all(fd, &v, 1, off) : 0;
 }
 
 int fmt_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)

@@ -572,12 +572,17 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
     return found;
 }
 
-int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
+void fmt2_marker_encode(uint32_t bs, const uint8_t uuid[16], uint8_t out[FMT_MARKER_LEN])
 {
     fmt_marker m = {FMT_VERSION_2, bs, {0}};
     memcpy(m.uuid, uuid, sizeof(m.uuid));
+    fmt_marker_encode(&m, out);
+}
+
+int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
+{
     uint8_t head[FMT_MARKER_LEN];
-    fmt_marker_encode(&m, head);
+    fmt2_marker_encode(bs, uuid, head);
     return fmt_pwrite_all(fd, head, sizeof(head), 0);
 }
 
@@ -586,13 +591,17 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
     for (size_t i = 0; i < FMT_MARKER_LEN; i++)
         if (head[i])
             return 0;
-    const uint32_t sizes[] = {bs_hint, 64u << 10, 256u << 10, 1u << 20, 4u << 20};
+    /* bs_hint first, then the other block sizes, each once */
+    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0;
+    for (uint32_t bs = 64u << 10; bs <= 4u << 20; bs <<= 2)
+        if (bs != bs_hint)
+            sizes[n_sizes++] = bs;
     fmt2_footer ft;
-    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
-        if (sizes[k] && fmt2_footer_read(fd, file_len, sizes[k], &ft) == FMT_OK)
+    for (uint32_t k = 0; k < n_sizes; k++)
+        if (fmt2_footer_read(fd, file_len, sizes[k], &ft) == FMT_OK)
             return sizes[k];
-    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-        uint8_t *buf = sizes[k] ? malloc(fmt2_slot_len(sizes[k])) : NULL;
+    for (uint32_t k = 0; k < n_sizes; k++) {
+        uint8_t *buf = malloc(fmt2_slot_len(sizes[k]));
         uint32_t len = 0, flen = 0;
         int padded;
         int ok = buf && fmt2_scan_slot(fd, file_len, sizes[k], 0, 1, buf, &len, &flen,

@@ -150,8 +150,10 @@ void fmt2_recovery_free(fmt2_recovery *r);
  * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
 #define FMT2_LOST_MARKER_SLOTS 16u            /* slots looked at for a frame header */
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
-/* Writes the marker of such a file back: version 2, block size bs, the store's uuid. The
- * daemon's open and fsck both put it back this way. 0 or -errno. */
+/* The marker of a version 2 file of block size bs in the store whose uuid is given. */
+void fmt2_marker_encode(uint32_t bs, const uint8_t uuid[16], uint8_t out[FMT_MARKER_LEN]);
+/* Writes the marker of such a file back. The daemon's open and fsck both put it back this
+ * way. 0 or -errno. */
 int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
 
 /* After fmt2_recover, for a file a power loss may have caught: the blocks at and after the

@@ -209,6 +209,23 @@ static int op_repaired_size(struct op_fs *fs, struct in_inode *n, struct stat *s
 /* The logical size of a closed regular file, read from its seek table only when the backing
  * file changed since the last time (commits always change st_size or st_ctim). Called with
  * n->lock held. */
+/* The logical size from the backing file's footer or table, or from its repair. */
+static int op_read_size(struct op_fs *fs, struct in_inode *n, struct stat *st, uint64_t *size)
+{
+    /* O_NOATIME: a stat must not look like a read of the backing file. */
+    int fd = in_open(fs->tab, n, O_RDONLY | O_NOATIME);
+    if (fd == -EPERM)
+        fd = in_open(fs->tab, n, O_RDONLY);
+    if (fd < 0)
+        return fd;
+    int own;
+    int err = ff_stat_size(fs->env, fd, size, &own);
+    close(fd);
+    if (err > 0)                       /* torn, or maybe caught by a power loss */
+        err = op_repaired_size(fs, n, st, size);
+    return err;
+}
+
 static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
 {
     if (n->size_valid && n->size_key == st->st_size &&
@@ -217,29 +234,16 @@ static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
         return 0;
     }
     uint64_t size;
-    if (sz_get(fs->sizes, st, &size)) {
-        n->size_valid = 1, n->size_key = st->st_size, n->size_ctim = st->st_ctim;
-        st->st_size = (off_t)(n->size = size);
-        return 0;
+    if (!sz_get(fs->sizes, st, &size)) {
+        int err = op_read_size(fs, n, st, &size);
+        if (err)
+            return err;
+        sz_put(fs->sizes, st, size);
     }
-    /* O_NOATIME: a stat must not look like a read of the backing file. */
-    int fd = in_open(fs->tab, n, O_RDONLY | O_NOATIME);
-    if (fd == -EPERM)
-        fd = in_open(fs->tab, n, O_RDONLY);
-    if (fd < 0)
-        return fd;
-    int own;
-    int err = ff_stat_size(fs->env, fd, &size, &own);
-    close(fd);
-    if (err > 0)                       /* torn, or maybe caught by a power loss */
-        err = op_repaired_size(fs, n, st, &size);
-    if (err)
-        return err;
     n->size_valid = 1;
     n->size_key = st->st_size;
     n->size_ctim = st->st_ctim;
     n->size = size;
-    sz_put(fs->sizes, st, size);
     st->st_size = (off_t)size;
     return 0;
 }
@@ -861,7 +865,7 @@ static int op_utimens(struct op_fs *fs, struct in_inode *n, const struct stat *a
     if (reg)
         pthread_mutex_lock(&n->lock);
     if (reg && n->file && tv[1].tv_nsec != UTIME_OMIT)
-        ff_set_mtime(n->file, &tv[1]);
+        ff_set_mtime(n->file, &tv[1]);   /* opened since the check above */
     int err = op_utimens_fd(fd, tv);
     if (reg)
         pthread_mutex_unlock(&n->lock);

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define SB_FILE_NAME ".fpgalz4fs"
 #define SB_TMP_NAME SB_FILE_NAME ".tmp"   /* the superblock's temporary during sb_write */
@@ -88,6 +89,11 @@ sb_error sb_mark_read(int dirfd, uint64_t *ns, int *clean);
  * most 19 decimal digits), else -1 and nothing set. */
 int sb_mark_parse(const char *text, size_t len, uint64_t *ns, int *clean);
 sb_error sb_mark_write(int dirfd, uint64_t ns, int clean);
+/* A time in the mark's unit (ns since the epoch): a file's ctime, the clock. */
+static inline uint64_t sb_ns(struct timespec ts)
+{
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* UUID as 36 characters plus NUL. */
 void sb_uuid_text(const uint8_t uuid[16], char out[37]);

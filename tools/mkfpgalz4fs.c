@@ -395,7 +395,7 @@ static void mk_mark_clean(int dirfd)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     if (syncfs(dirfd) == 0)
-        sb_mark_write(dirfd, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, 1);
+        sb_mark_write(dirfd, sb_ns(ts), 1);
 }
 
 int main(int argc, char **argv)
