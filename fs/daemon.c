@@ -853,6 +853,7 @@ static void dm_cleanup(struct fs_daemon *dm)
         fuse_session_destroy(dm->se);
     dm_mark_clean(dm);
     in_table_free(dm->fs.tab);
+    pthread_mutex_destroy(&dm->fs.warm_lock);
     sz_free(dm->fs.sizes);
     ff_env_free(dm->fs.env);
     eng_close(dm->fs.eng);
@@ -932,6 +933,7 @@ int main(int argc, char **argv)
     dm.lock_fd = -1;
     dm.report_fd = -1;
     dm.fs.root_fd = -1;
+    pthread_mutex_init(&dm.fs.warm_lock, NULL);
     int status = 1;
     if (dm_parse(&dm) == 0) {
         if (dm.opt.help) {

@@ -105,7 +105,9 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
         /* version 2 stores a hole without compressing anything */
         int job = k->state == FF_DIRTY ||
                   (k->state == FF_ZERO && f->version == 1 && !ff_is_zero_template(f, i));
-        p->job_at[i - p->s] = job ? p->n_jobs++ : UINT32_MAX;
+        p->job_at[i - p->s] = !job ? UINT32_MAX
+                              : p->full && ff_tail_wanted(f, i) ? FF_JOB_TAIL
+                                                                 : p->n_jobs++;
     }
     p->comp = malloc((size_t)(p->n_jobs ? p->n_jobs : 1) * p->comp_stride);
     if (!p->comp)
@@ -116,7 +118,7 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
     f->env->dirty_bytes += p->comp_bytes;
     for (uint64_t i = p->s; i < p->end; i++) {
         uint32_t j = p->job_at[i - p->s];
-        if (j != UINT32_MAX)
+        if (j < p->n_jobs)
             p->jobs[j] = (eng_job){f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
                                    (uint32_t)ff_blen(f, i), p->comp + (size_t)j * p->comp_stride,
                                    p->comp_stride, 0};
@@ -527,6 +529,7 @@ int ff_commit(ff_file *f, int durable, int pressure)
         rc = ff_commit_stream(f, &p);
         return rc == 0 && over ? ff_batch_finish(f) : rc;
     }
+    p.full = 1;
     if (rc == 0 && (rc = ff_submit(f, &p)) == 0) {
         eng_wait(f->env->eng, &p.ticket);
         rc = f->version == 2 ? ff2_commit_write(f, &p, durable) : ff_commit_write(f, &p, durable);

@@ -31,6 +31,7 @@
 
 #include "bcache.h"
 #include "cred.h"
+#include "eng_tail.h"
 #include "ffile.h"
 #include "fmt.h"
 
@@ -78,7 +79,7 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
-        repairs, corrupt_blocks, fd_closes, fd_reopens;
+        repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept;
 } ff_counters;
 
 struct ff_env_s {
@@ -91,6 +92,8 @@ struct ff_env_s {
     _Atomic uint64_t next_id;          /* names files in the cache */
     _Atomic uint64_t dirty_bytes;      /* memory held by dirty blocks of every file and by
                                           compressed outputs in flight */
+    _Atomic uint64_t tail_mem;         /* reserved by the files' tail compressors (ff_tail.c),
+                                          at most an eighth of mem_mb */
     ff_counters n;
     ff_reopen_fn reopen;               /* gives a parked file its descriptor back */
     void *reopen_ctx;
@@ -146,6 +149,10 @@ struct ff_file_s {
     uint32_t n_dirty;                  /* blocks in FF_DIRTY */
     int deferred_err;                  /* a streaming commit failed; the next full commit
                                           (close, fsync) retries and reports it */
+    eng_tail *tail;                    /* compresses the last block as it grows (ff_tail.c);
+                                          NULL until a full commit of version 2 needs it */
+    uint64_t tail_block;               /* the block whose committed content is the tail's
+                                          input; UINT64_MAX: none */
     struct timespec mtime;             /* logical modification time */
     uint64_t ctime_ns;                 /* the backing file's ctime when it was opened */
 };
@@ -169,6 +176,8 @@ struct ff_plan_s {
     uint32_t *job_at;                  /* block i - s -> its job, or UINT32_MAX */
     uint32_t n_jobs;
     eng_ticket ticket;                 /* the jobs in the engine */
+    int full;                          /* a full commit (close, fsync, flush): its file's last
+                                          block may go to the tail compressor */
 };
 
 /* Decoded length of block i: bs, or less for the last block. */
@@ -181,6 +190,14 @@ static inline int ff_is_zero(const uint8_t *p, size_t n)
 {
     return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
 }
+
+/* ff_tail.c: the last block of a version 2 file, compressed for what was appended */
+#define FF_JOB_TAIL (UINT32_MAX - 1)   /* ff_commit_plan.job_at: compressed by ff_tail_frame */
+int ff_tail_wanted(ff_file *f, uint64_t i);
+int ff_tail_frame(ff_file *f, const uint8_t *raw, uint32_t len, uint8_t *out,
+                  uint32_t *frame_len);
+int ff_tail_load(ff_file *f, uint64_t i, uint8_t *dst, uint64_t n);
+void ff_tail_free(ff_file *f);
 
 /* ff_read.c */
 int ff_decode(ff_file *f, uint64_t i, uint8_t *dst);

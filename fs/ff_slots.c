@@ -26,6 +26,7 @@ typedef struct {
     uint32_t len;                      /* logical length */
     uint32_t frame_len;                /* 0 for a hole */
     uint8_t *frame;                    /* into ff2_frames.buf */
+    int from_tail;                     /* made by the file's tail compressor (ff_tail.c) */
 } ff2_frame;
 
 typedef struct {
@@ -60,16 +61,23 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
         if (k->state == FF_CLEAN)
             continue;
         ff2_frame *e = &fr->v[fr->n++];
-        *e = (ff2_frame){i, (uint32_t)ff_blen(f, i), 0, NULL};
+        *e = (ff2_frame){i, (uint32_t)ff_blen(f, i), 0, NULL, 0};
         uint32_t j = p->job_at[i - p->s];
         if (k->state == FF_ZERO || j == UINT32_MAX)
             continue;
-        const eng_job *jb = &p->jobs[j];
-        if (ff_is_zero(jb->src, jb->len))
+        if (ff_is_zero(k->buf, e->len))
             continue;                  /* a written block of zeros is stored as a hole */
         e->frame = at;
-        e->frame_len = (uint32_t)fmt2_frame_encode(at, f->bs, jb->src, jb->len, jb->dst,
-                                                   jb->out_len);
+        if (j == FF_JOB_TAIL) {
+            int rc = ff_tail_frame(f, k->buf, e->len, at, &e->frame_len);
+            if (rc < 0)
+                return rc;
+            e->from_tail = 1;
+        } else {
+            const eng_job *jb = &p->jobs[j];
+            e->frame_len = (uint32_t)fmt2_frame_encode(at, f->bs, jb->src, jb->len, jb->dst,
+                                                       jb->out_len);
+        }
         at += e->frame_len;
         f->env->n.blocks_written++;
     }
@@ -370,6 +378,10 @@ static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
 {
     for (uint64_t k = 0; k < fr->n; k++) {
         ff_blk *b = &f->blk[fr->v[k].block];
+        if (fr->v[k].from_tail)
+            f->tail_block = fr->v[k].block;
+        else if (fr->v[k].block == f->tail_block)
+            f->tail_block = UINT64_MAX;
         ff_drop_buf(f, b);
         b->state = FF_CLEAN;
         b->off = ff2_word_off(f, fr->v[k].block) | (fr->v[k].frame_len ? 0 : FMT_ENTRY_ZERO);

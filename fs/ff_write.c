@@ -62,7 +62,7 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
         return -ENOMEM;
     if (load && b->state != FF_CLEAN)
         memset(buf, 0, ff_blen(f, i));
-    if (load && b->state == FF_CLEAN) {
+    if (load && b->state == FF_CLEAN && !ff_tail_load(f, i, buf, ff_blen(f, i))) {
         int rc = ff_block_read(f, i, buf, 0, ff_blen(f, i));
         if (rc < 0) {
             free(buf);
@@ -133,6 +133,7 @@ void ff_set_empty(ff_file *f)
 {
     f->size = f->n_blocks = f->n_stored = 0;
     f->rewrite_min = UINT64_MAX;
+    f->tail_block = UINT64_MAX;
     f->n_pending = 0;
     f->table_start = FMT_MARKER_LEN;
     f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;

@@ -52,6 +52,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->corrupt_blocks = env->n.corrupt_blocks;
     o->fds_open = ff_env_fds(env);
     o->fd_closes = env->n.fd_closes, o->fd_reopens = env->n.fd_reopens;
+    o->tail_blocks = env->n.tail_blocks, o->tail_bytes_kept = env->n.tail_bytes_kept;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)
@@ -82,6 +83,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
     if (!f)
         return NULL;
     f->env = env, f->fd = fd, f->id = env->next_id++;
+    f->tail_block = UINT64_MAX;
     f->rewrite_min = UINT64_MAX;
     f->fsuid_was = CR_NONE;
     snprintf(f->name, sizeof(f->name), "%s", name ? name : "");
@@ -98,6 +100,7 @@ static void ff_free(ff_file *f)
     for (uint64_t i = 0; i < f->n_blocks; i++)
         ff_drop_buf(f, &f->blk[i]);
     bc_forget_file(f->env->cache, f->id);
+    ff_tail_free(f);
     ff_fds_remove(f);
     if (f->fd >= 0)
         close(f->fd);

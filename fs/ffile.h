@@ -123,6 +123,8 @@ typedef struct {
     uint64_t corrupt_blocks;           /* checksum or decode failures seen by reads */
     uint64_t fds_open;                 /* backing descriptors open files hold now */
     uint64_t fd_closes, fd_reopens;    /* idle descriptors closed, and opened again */
+    uint64_t tail_blocks;              /* last blocks compressed by the tail compressor */
+    uint64_t tail_bytes_kept;          /* of their bytes, those carried over, not compressed */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

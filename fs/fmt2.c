@@ -28,15 +28,29 @@ uint32_t fmt2_zero_sum(uint32_t len)
     return sum;
 }
 
+size_t fmt2_frame_encode_sums(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
+                              const uint8_t *comp, uint32_t comp_len, uint32_t comp_sum,
+                              uint32_t raw_sum)
+{
+    int stored_raw = comp_len == 0 || comp_len >= len;
+    uint32_t size = stored_raw ? len : comp_len;
+    uint8_t *b = out + FMT_FRAME_HEADER_LEN;
+    fmt_frame_header(out, bs, len, 1);
+    fmt_put32(b, size | (stored_raw ? FMT_RAW_BIT : 0));
+    memcpy(b + 4, stored_raw ? raw : comp, size);
+    fmt_put32(b + 4 + size, stored_raw ? raw_sum : comp_sum);    /* block checksum */
+    fmt_put32(b + 8 + size, 0);                                  /* EndMark */
+    fmt_put32(b + 12 + size, raw_sum);                           /* content checksum */
+    return FMT_FRAME_HEADER_LEN + FMT_BLOCK_OVERHEAD + size + FMT_FRAME_END_LEN;
+}
+
 size_t fmt2_frame_encode(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
                          const uint8_t *comp, uint32_t comp_len)
 {
-    fmt_frame_header(out, bs, len, 1);
-    size_t at = FMT_FRAME_HEADER_LEN + fmt_block_encode(out + FMT_FRAME_HEADER_LEN, raw, len,
-                                                        comp, comp_len);
-    fmt_put32(out + at, 0);                                  /* EndMark */
-    fmt_put32(out + at + 4, XXH32(raw, len, 0));             /* content checksum */
-    return at + FMT_FRAME_END_LEN;
+    uint32_t raw_sum = XXH32(raw, len, 0);
+    int stored_raw = comp_len == 0 || comp_len >= len;
+    return fmt2_frame_encode_sums(out, bs, raw, len, comp, comp_len,
+                                  stored_raw ? raw_sum : XXH32(comp, comp_len, 0), raw_sum);
 }
 
 fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int verify,

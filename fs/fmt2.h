@@ -69,6 +69,11 @@ uint32_t fmt2_zero_sum(uint32_t len);
  * compressed form when comp_len < len, else raw. Returns the frame length. */
 size_t fmt2_frame_encode(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
                          const uint8_t *comp, uint32_t comp_len);
+/* The same with the checksums already known: comp_sum = XXH32 of comp (unused when the
+ * block is stored raw), raw_sum = XXH32 of raw. */
+size_t fmt2_frame_encode_sums(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
+                              const uint8_t *comp, uint32_t comp_len, uint32_t comp_sum,
+                              uint32_t raw_sum);
 
 /* Checks a frame's header, size word and EndMark in buf (avail bytes from the frame's
  * start); *len gets the block's logical length, *word its size word, *frame_len the whole

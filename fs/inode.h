@@ -54,10 +54,11 @@ struct in_inode {
                                           there are some can the kernel hold dirty pages */
     ff_file *file;                     /* shared open state while open_count > 0 or while
                                           retained, else NULL */
-    int retained;                      /* file outlives its last release: it holds data
-                                          whose commit failed (a full disk), kept for
-                                          reads and later commits until the kernel forgets
-                                          the inode; the retention holds one pin */
+    int retained;                      /* OP_KEEP_*: the file outlives its last release
+                                          (ops_keep.c): it holds data whose commit failed,
+                                          or is kept warm for its next open; the retention
+                                          holds one pin */
+    struct in_inode *warm_prev, *warm_next;   /* the warm list (op_fs.warm_lock) */
     int size_valid;                    /* the cached logical size below is filled */
     off_t size_key;                    /* backing st_size the cached size was read at */
     struct timespec size_ctim;         /* backing st_ctim the cached size was read at */

@@ -341,98 +341,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->time_gran = 1;
 }
 
-/* A file whose last commit failed (a full disk) is not dropped at its release: with the
- * writeback cache the kernel keeps the size and pages that were written until it forgets
- * the inode, and a page it evicts would then read back as zeros. The state stays, serving
- * reads and trying its commit again at every later release, until the kernel forgets the
- * inode or unmount. At most OP_RETAIN_MAX files are kept, holding one descriptor each;
- * their unstored blocks stay counted against mem_mb. */
-#define OP_RETAIN_MAX 64
-
-/* No name reaches the backing file any more (unlinked, or renamed over): once its last
- * handle is gone nothing can read it, so it is not worth a commit, least of all on a full
- * disk, where writing it would take the space its deletion was meant to free. */
-static int op_deleted(ff_file *f)
-{
-    struct stat st;
-    return ff_fstat(f, &st) == 0 && st.st_nlink == 0;
-}
-
-/* Frees n's shared state, ending its retention if it had one. Called with n->lock held and
- * a pin of the caller's own (a handle's, a forget's, unmount's), so that dropping the
- * retention's pin here cannot free n; *err keeps an earlier error, else takes the final
- * commit's. */
-static void op_free_file(struct op_fs *fs, struct in_inode *n, int *err)
-{
-    int deleted = op_deleted(n->file), rerr = 0;
-    struct stat st = {0};
-    uint64_t size = 0;
-    if (deleted)
-        ff_discard(n->file);
-    else
-        rerr = ff_release_stat(n->file, &st, &size);
-    if (!deleted && !rerr)
-        sz_put(fs->sizes, &st, size);  /* the state the daemon just left it in */
-    if (!*err)
-        *err = rerr;
-    n->file = NULL;
-    n->size_valid = 0;                 /* coarse ctimes may not tell the commit apart */
-    if (!n->retained)
-        return;
-    n->retained = 0;
-    atomic_fetch_sub(&fs->retained, 1);
-    in_unpin(fs->tab, n);              /* the retention's pin */
-    if (deleted)
-        lg_printf(fs->log, LG_INFO, "inode %ju: the data kept after a failed close went with "
-                  "the deleted file", (uintmax_t)n->key.ino);
-    else
-        lg_printf(fs->log, rerr ? LG_ERR : LG_INFO, "inode %ju: the data kept after a failed "
-                  "close %s%s", (uintmax_t)n->key.ino, rerr ? "are lost: " : "are now stored",
-                  rerr ? strerror(-rerr) : "");
-}
-
-/* Keeps n's state after a failed last commit, when there is room; returns 1 if kept (the
- * retention then holds the releasing handle's pin). */
-static int op_retain(struct op_fs *fs, struct in_inode *n, int err)
-{
-    if (ff_is_foreign(n->file))
-        return 0;
-    if (atomic_fetch_add(&fs->retained, 1) >= OP_RETAIN_MAX) {
-        atomic_fetch_sub(&fs->retained, 1);
-        return 0;
-    }
-    n->retained = 1;
-    lg_printf(fs->log, LG_WARN, "inode %ju: commit failed at its last close (%s): the "
-              "unstored data stay in memory until a later commit succeeds or the kernel "
-              "forgets the inode", (uintmax_t)n->key.ino, strerror(-err));
-    return 1;
-}
-
-/* The last handle is gone: commit, then free the state or keep it. Called with n->lock
- * held; returns 1 when the releasing handle's pin now belongs to a new retention. */
-static int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
-{
-    *err = op_deleted(n->file) ? 0 : ff_flush(n->file, 0);
-    if (*err && n->retained)
-        return 0;                      /* kept already, by the retention's own pin */
-    if (*err && op_retain(fs, n, *err))
-        return 1;
-    op_free_file(fs, n, err);
-    return 0;
-}
-
-/* A lookup between the forget and here has given the kernel the retained size again: the
- * state must then stay for that inode. A lookup after the check, made while n->lock is
- * held, reads the attributes once the state is gone and sees the stored size. */
-static void op_end_retention(struct op_fs *fs, struct in_inode *n)
-{
-    pthread_mutex_lock(&n->lock);
-    int err = 0;
-    if (n->retained && n->open_count == 0 && n->file && in_nlookup(fs->tab, n) == 0)
-        op_free_file(fs, n, &err);
-    pthread_mutex_unlock(&n->lock);
-}
-
 static void op_release_at_exit(struct in_inode *n, void *arg)
 {
     struct op_fs *fs = arg;
@@ -496,7 +404,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
  * retained after a failed commit gets its last try, and its data go with the inode. */
 static void op_forget_one(struct op_fs *fs, struct in_inode *n, uint64_t count)
 {
-    if (atomic_load(&fs->retained) == 0) {
+    if (!op_keeps_any(fs)) {
         in_forget(fs->tab, n, count);
         return;
     }
@@ -629,21 +537,34 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 }
 
 /* Before a name that may be the last of an open file goes, the file's descriptor is made
- * to stay: once the name is gone nothing could reopen it (ff_hold_fd). */
-static void op_hold_victim(struct op_fs *fs, int dirfd, const char *name)
+ * to stay: once the name is gone nothing could reopen it (ff_hold_fd). Returns the inode,
+ * pinned, when it has a state (op_done_victim after the removal), else NULL. */
+static struct in_inode *op_hold_victim(struct op_fs *fs, int dirfd, const char *name)
 {
     struct stat st;
-    if (!fs->env || ff_env_fds(fs->env) == 0 ||
-        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_nlink > 1)
-        return;
+    if (!fs->env || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_nlink > 1)
+        return NULL;
     struct in_inode *n = in_find_pin(fs->tab, st.st_dev, st.st_ino);
     if (!n)
-        return;
+        return NULL;
     pthread_mutex_lock(&n->lock);
-    if (n->file)
+    int has = n->file != NULL;
+    if (has && ff_env_fds(fs->env))
         ff_hold_fd(n->file);
     pthread_mutex_unlock(&n->lock);
+    if (!has)
+        in_unpin(fs->tab, n);
+    return has ? n : NULL;
+}
+
+/* After the removal: a kept state of a file no name reaches goes at once (ops_keep.c). */
+static void op_done_victim(struct op_fs *fs, struct in_inode *n, int err)
+{
+    if (!n)
+        return;
+    if (!err)
+        op_drop_removed(fs, n);
     in_unpin(fs->tab, n);
 }
 
@@ -654,10 +575,10 @@ static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int 
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
         return dirfd;
-    if (!(flags & AT_REMOVEDIR))
-        op_hold_victim(fs, dirfd, name);
+    struct in_inode *victim = flags & AT_REMOVEDIR ? NULL : op_hold_victim(fs, dirfd, name);
     int err = op_err(unlinkat(dirfd, name, flags));
     close(dirfd);
+    op_done_victim(fs, victim, err);
     return err;
 }
 
@@ -690,11 +611,11 @@ static int op_rename_names(struct op_fs *fs, fuse_ino_t parent, const char *name
         close(from);
         return to;
     }
-    if (!(flags & RENAME_EXCHANGE))
-        op_hold_victim(fs, to, newname);
+    struct in_inode *victim = flags & RENAME_EXCHANGE ? NULL : op_hold_victim(fs, to, newname);
     int err = op_err(renameat2(from, name, to, newname, flags));
     close(to);
     close(from);
+    op_done_victim(fs, victim, err);
     return err;
 }
 
@@ -810,6 +731,8 @@ static int op_truncate(struct op_fs *fs, struct in_inode *n, off_t size,
         return ff_truncate(op_file(fi), size);
     pthread_mutex_lock(&n->lock);
     int err = n->file ? ff_truncate(n->file, size) : op_truncate_closed(fs, n, size);
+    if (!err && n->file && n->open_count == 0)
+        err = ff_flush(n->file, 0);    /* a kept state has no release left to commit it */
     pthread_mutex_unlock(&n->lock);
     return err;
 }
@@ -963,6 +886,7 @@ static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_
     if (!err && (fi->flags & O_TRUNC))
         err = ff_truncate(n->file, 0);
     if (!err) {
+        op_unwarm(fs, n);
         n->open_count++;
         n->writers += op_writable(fi);
         fi->fh = op_fh(n->file, fi);
@@ -1164,6 +1088,7 @@ static int op_release_inode(struct op_fs *fs, struct in_inode *n, int writable)
     pthread_mutex_unlock(&n->lock);
     if (!kept)
         in_unpin(fs->tab, n);
+    op_warm_trim(fs);
     return err;
 }
 

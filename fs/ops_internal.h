@@ -16,6 +16,16 @@ int op_log(struct op_fs *fs, const char *what, struct in_inode *n, const char *n
 uid_t op_charge_caller(struct op_fs *fs, fuse_req_t req);
 int op_err(int rc);                    /* -errno after a failed call, else 0 */
 
+/* ops_keep.c: what stays of a file after its last release (in_inode.retained) */
+enum { OP_KEEP_NONE = 0, OP_KEEP_FAILED, OP_KEEP_WARM };
+int op_close_file(struct op_fs *fs, struct in_inode *n, int *err);
+void op_free_file(struct op_fs *fs, struct in_inode *n, int *err);
+void op_warm_trim(struct op_fs *fs);
+void op_unwarm(struct op_fs *fs, struct in_inode *n);
+void op_end_retention(struct op_fs *fs, struct in_inode *n);
+void op_drop_removed(struct op_fs *fs, struct in_inode *n);
+int op_keeps_any(struct op_fs *fs);
+
 /* ops_xattr.c */
 unsigned op_xattr_bit(const char *name);   /* a remembered attribute's bit, or 0 */
 void op_xattr_changed(struct in_inode *n); /* forget what n is known not to have */

@@ -1,0 +1,53 @@
+/* eng_tail: one block that grows at its end, compressed for the cost of what was added.
+ *
+ * A log appended a line at a time rewrites its last block at every close. Compressing that
+ * block anew each time costs the whole block per line. An LZ4 block is a series of
+ * sequences (literals, then a match reaching back at most 64 KiB); the last one holds
+ * literals only. When the input grows at its end, the old block's sequences up to that last
+ * one stay valid as they are; the added bytes are compressed with the old input as their
+ * prefix (LZ4's linked-block mode), and the old last literals are merged into the new first
+ * sequence. The result is one ordinary LZ4 block of the whole input, which any LZ4 decoder
+ * reads; its two XXH32 checksums (of the input and of the block) are also carried forward.
+ *
+ * The state keeps its own copy of the input, so a caller's buffer may change or go away
+ * between calls: whether a call continues the previous one is decided by comparing bytes,
+ * never by trusting the caller. One state per block being grown; not thread-safe. */
+#ifndef FPGALZ4FS_ENG_TAIL_H
+#define FPGALZ4FS_ENG_TAIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct eng_tail_s eng_tail;
+
+typedef struct {
+    const uint8_t *comp;               /* one raw LZ4 block of the whole input (valid until
+                                          the next call or eng_tail_free) */
+    uint32_t comp_len;                 /* its length; >= the input length: store raw */
+    uint32_t comp_sum;                 /* XXH32 (seed 0) of comp[0, comp_len) */
+    uint32_t raw_sum;                  /* XXH32 (seed 0) of the input */
+    uint32_t reused;                   /* input bytes carried over without compressing them
+                                          (0 when the block was compressed from scratch) */
+} eng_tail_out;
+
+/* A state for inputs of at most cap bytes (cap <= 64 MiB); NULL without memory. */
+eng_tail *eng_tail_new(uint32_t cap);
+void eng_tail_free(eng_tail *t);
+
+/* Memory the state reserves (its buffers, mostly untouched until used). */
+size_t eng_tail_footprint(uint32_t cap);
+
+/* Compresses src[0, len) (1 <= len <= cap). When the previous call's input is a prefix of
+ * src, only src[prev_len, len) is compressed, except that the whole is compressed again
+ * from scratch when it has doubled (or grown by 64 KiB) since that was last done, and when
+ * len = cap: the block then stays close to one compression's size. Returns 0, or -EINVAL (len out of range) or
+ * -EIO (liblz4 failed; the state starts over at the next call). */
+int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_out *out);
+
+/* The input of the last successful call (NULL, *len 0 if none). */
+const uint8_t *eng_tail_input(const eng_tail *t, uint32_t *len);
+
+/* Forgets the input: the next call compresses from scratch. */
+void eng_tail_reset(eng_tail *t);
+
+#endif

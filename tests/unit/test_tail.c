@@ -1,0 +1,150 @@
+/* Unit tests of eng_tail, the incremental compressor of a growing block: after every
+ * append the block decodes with the stock LZ4 decoder to exactly the input, both checksums
+ * are those of the bytes, only the added bytes are compressed, the ratio stays close to a
+ * one-shot compression, and an input that is not a continuation starts over. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+#include "eng_tail.h"
+
+#include <errno.h>
+#include <lz4.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "testdata.h"
+
+/* The block of out decodes to src[0, len), and its checksums are right. */
+static void check_block(const eng_tail_out *out, const uint8_t *src, uint32_t len)
+{
+    assert_int_equal(out->raw_sum, XXH32(src, len, 0));
+    assert_int_equal(out->comp_sum, XXH32(out->comp, out->comp_len, 0));
+    uint8_t *back = malloc(len + 1);
+    assert_non_null(back);
+    int n = LZ4_decompress_safe((const char *)out->comp, (char *)back, (int)out->comp_len,
+                                (int)len);
+    assert_int_equal(n, (int)len);
+    assert_memory_equal(back, src, len);
+    free(back);
+}
+
+/* Appends of step(rng) bytes up to cap; each result is checked; returns the last size. */
+static uint32_t grow_and_check(uint32_t cap, const uint8_t *src, uint64_t seed, uint32_t max_step)
+{
+    eng_tail *t = eng_tail_new(cap);
+    assert_non_null(t);
+    eng_tail_out out;
+    uint64_t s = seed | 1;
+    uint32_t len = 0, comp_len = 0;
+    uint64_t compressed = 0;
+    while (len < cap) {
+        uint32_t step = 1 + rng_next(&s) % max_step;
+        uint32_t next = step > cap - len ? cap : len + step;
+        assert_int_equal(eng_tail_compress(t, src, next, &out), 0);
+        assert_true(out.reused == len || out.reused == 0);
+        check_block(&out, src, next);
+        compressed += next - out.reused;
+        len = next;
+        comp_len = out.comp_len;
+    }
+    /* the cost stays linear: about two compressions per byte, not one per append */
+    assert_true(compressed <= 4 * (uint64_t)cap + (64u << 10) * 2);
+    /* the same input again: nothing to compress, the same block */
+    assert_int_equal(eng_tail_compress(t, src, len, &out), 0);
+    assert_int_equal(out.reused, len);
+    assert_int_equal(out.comp_len, comp_len);
+    check_block(&out, src, len);
+    eng_tail_free(t);
+    return comp_len;
+}
+
+static void test_log_lines(void **state)
+{
+    const uint32_t cap = 256u << 10;
+    uint8_t *src = malloc(cap);
+    fill_text(src, cap, 7);
+    uint32_t inc = grow_and_check(cap, src, 3, 200);
+    int once = LZ4_compressBound((int)cap);
+    char *one = malloc((size_t)once);
+    once = LZ4_compress_default((const char *)src, one, (int)cap, once);
+    /* a full block is compressed from scratch once more: one compression's size */
+    assert_true(inc <= (uint32_t)once + (uint32_t)once / 100);
+    free(one);
+    free(src);
+}
+
+static void test_mixed_steps(void **state)
+{
+    const uint32_t cap = 64u << 10;
+    uint8_t *src = malloc(cap);
+    fill_text(src, cap, 11);
+    fill_random(src + 20000, 5000, 5);     /* an incompressible stretch inside */
+    for (uint64_t seed = 1; seed < 40; seed++)
+        grow_and_check(cap, src, seed, seed < 10 ? 60 : 9000);
+    free(src);
+}
+
+static void test_incompressible(void **state)
+{
+    const uint32_t cap = 256u << 10;
+    uint8_t *src = malloc(cap);
+    fill_random(src, cap, 9);
+    uint32_t comp = grow_and_check(cap, src, 5, 4000);
+    assert_true(comp >= cap);              /* the caller stores it raw */
+    free(src);
+}
+
+/* A change before the end, a shorter input, or other bytes: compressed from scratch. */
+static void test_not_a_continuation(void **state)
+{
+    const uint32_t cap = 64u << 10;
+    uint8_t *a = malloc(cap), *b = malloc(cap);
+    fill_text(a, cap, 1);
+    memcpy(b, a, cap);
+    b[100] ^= 1;
+    eng_tail *t = eng_tail_new(cap);
+    eng_tail_out out;
+    assert_int_equal(eng_tail_compress(t, a, 5000, &out), 0);
+    assert_int_equal(out.reused, 0);
+    assert_int_equal(eng_tail_compress(t, b, 6000, &out), 0);
+    assert_int_equal(out.reused, 0);
+    check_block(&out, b, 6000);
+    assert_int_equal(eng_tail_compress(t, b, 3000, &out), 0);
+    assert_int_equal(out.reused, 0);
+    check_block(&out, b, 3000);
+    assert_int_equal(eng_tail_compress(t, b, 3100, &out), 0);
+    assert_int_equal(out.reused, 3000);
+    check_block(&out, b, 3100);
+    uint32_t len;
+    assert_ptr_not_equal(eng_tail_input(t, &len), NULL);
+    assert_int_equal(len, 3100);
+    eng_tail_reset(t);
+    assert_null(eng_tail_input(t, &len));
+    assert_int_equal(eng_tail_compress(t, b, 3200, &out), 0);
+    assert_int_equal(out.reused, 0);
+    check_block(&out, b, 3200);
+    assert_int_equal(eng_tail_compress(t, b, 0, &out), -EINVAL);
+    assert_int_equal(eng_tail_compress(t, b, cap + 1, &out), -EINVAL);
+    eng_tail_free(t);
+    eng_tail_free(NULL);
+    assert_null(eng_tail_new(0));
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_log_lines),
+        cmocka_unit_test(test_mixed_steps),
+        cmocka_unit_test(test_incompressible),
+        cmocka_unit_test(test_not_a_continuation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
