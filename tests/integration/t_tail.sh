@@ -1,0 +1,92 @@
+#!/bin/bash
+# t_tail: a log appended a line at a time with `>>`, and files kept warm after their last
+# close (fs/ff_tail.c, fs/ops_keep.c). The appended log reads back and decodes with `lz4 -d`
+# at every step, its last block is compressed for what each close added (the counters
+# tail_blocks and tail_bytes_kept), and kill -9 after the appends keeps every line. A kept
+# file is still committed by a truncate made without a handle, gives its space back as soon
+# as it is removed or renamed over, and no more than 16 files stay kept, so descriptors stay
+# bounded. Runs at 64K and 1M blocks.
+. "$(dirname "$0")/lib.sh"
+need_binaries
+
+# counter NAME: one counter of the mount's stats, as a number.
+counter() { stats "$MNT" | awk -F= -v k="$1" '$1 == k { print $2 + 0 }'; }
+
+# deleted_fds: descriptors the daemon holds on deleted backing files.
+deleted_fds() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -c '(deleted)'; }
+
+run_size() {
+    BLOCK_SIZE=$1
+    BACKING="$WS/store-$1"
+    MNT="$WS/mnt-$1"
+    local lines=1500 i plain="$WS/plain-$1.log"
+    check "mount ($1)" mount_store
+    : >"$plain"
+    local t0 k0
+    t0=$(counter tail_blocks)
+    k0=$(counter tail_bytes_kept)
+    for ((i = 0; i < lines; i++)); do
+        line="$(date +%s) line $i of the log: some words that repeat, $((i * 7919 % 1000))"
+        echo "$line" >>"$MNT/app.log"
+        echo "$line" >>"$plain"
+        if [ $((i % 500)) = 499 ]; then
+            check "log reads back after $((i + 1)) appends ($1)" cmp "$plain" "$MNT/app.log"
+            check "lz4 -d of the backing file after $((i + 1)) appends ($1)" \
+                bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+        fi
+    done
+    local t1 k1
+    t1=$(counter tail_blocks)
+    k1=$(counter tail_bytes_kept)
+    # every close but the first rewrites a block committed before; at 64K the log spans
+    # several blocks, each new one's first commit going to the engine
+    check "the tail compressor took the closes ($1: $((t1 - t0)) blocks)" \
+        test $((t1 - t0)) -ge $((lines * 9 / 10))
+    check "it compressed only what was added ($1: $((k1 - k0)) bytes kept)" \
+        test $((k1 - k0)) -ge $((lines * 20))
+    # reopening a file that is not kept decodes its last block at every append (1,500);
+    # a few reads of pages the kernel evicted may decode
+    check "no decode to reopen the log ($1: $(counter blocks_decoded))" \
+        test "$(counter blocks_decoded)" -le $((lines / 100))
+
+    # kill -9 right after the last close: everything acknowledged is there
+    kill_daemon
+    check "mount after kill -9 ($1)" mount_store
+    check "the log survived kill -9 ($1)" cmp "$plain" "$MNT/app.log"
+
+    # a truncate of a kept file without any handle is committed at once
+    head -c 300000 /dev/urandom >"$WS/r-$1"
+    cp "$WS/r-$1" "$MNT/r"
+    truncate -s 1000 "$MNT/r"
+    kill_daemon
+    check "mount after truncate and kill -9 ($1)" mount_store
+    check_eq "a truncate without a handle is committed ($1)" 1000 "$(stat -c %s "$MNT/r")"
+    check "its bytes ($1)" cmp <(head -c 1000 "$WS/r-$1") "$MNT/r"
+
+    # removal: the kept state's descriptor goes with the name
+    head -c 2000000 /dev/urandom >"$MNT/big"
+    cat "$MNT/big" >/dev/null
+    rm "$MNT/big"
+    check_eq "rm gives the space back at once ($1)" 0 "$(deleted_fds)"
+    head -c 2000000 /dev/urandom >"$MNT/big2"
+    echo small >"$MNT/other"
+    mv "$MNT/other" "$MNT/big2"
+    check_eq "renamed over, gone at once ($1)" 0 "$(deleted_fds)"
+    check_eq "the name now holds the other file ($1)" small "$(cat "$MNT/big2")"
+
+    # at most 16 files kept: 60 files written and closed leave at most 16 descriptors
+    mkdir "$MNT/many"
+    for ((i = 0; i < 60; i++)); do
+        echo "file $i" >"$MNT/many/f$i"
+    done
+    check "at most 16 kept after 60 closes ($1: $(counter fds_open))" \
+        test "$(counter fds_open)" -le 16
+    check "every one reads back ($1)" \
+        bash -c "for i in \$(seq 0 59); do [ \"\$(cat '$MNT/many/f'\$i)\" = \"file \$i\" ] || exit 1; done"
+    check "unmount ($1)" umount_store
+    check "fsck at rest ($1)" "$FSCK" -n "$BACKING"
+}
+
+run_size 64K
+run_size 1M
+finish
