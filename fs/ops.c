@@ -733,6 +733,8 @@ static int op_truncate(struct op_fs *fs, struct in_inode *n, off_t size,
     int err = n->file ? ff_truncate(n->file, size) : op_truncate_closed(fs, n, size);
     if (!err && n->file && n->open_count == 0)
         err = ff_flush(n->file, 0);    /* a kept state has no release left to commit it */
+    if (err && n->file && n->open_count == 0)
+        op_drop_warm(fs, n);
     pthread_mutex_unlock(&n->lock);
     return err;
 }

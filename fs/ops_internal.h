@@ -22,6 +22,7 @@ int op_close_file(struct op_fs *fs, struct in_inode *n, int *err);
 void op_free_file(struct op_fs *fs, struct in_inode *n, int *err);
 void op_warm_trim(struct op_fs *fs);
 void op_unwarm(struct op_fs *fs, struct in_inode *n);
+void op_drop_warm(struct op_fs *fs, struct in_inode *n);
 void op_end_retention(struct op_fs *fs, struct in_inode *n);
 void op_drop_removed(struct op_fs *fs, struct in_inode *n);
 int op_keeps_any(struct op_fs *fs);

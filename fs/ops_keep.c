@@ -111,7 +111,7 @@ void op_free_file(struct op_fs *fs, struct in_inode *n, int *err)
 }
 
 /* Keeps n's state after a failed last commit, when there is room; returns 1 if kept (the
- * retention then holds the releasing handle's pin). A warm file becomes a failed one. */
+ * retention then holds the releasing handle's pin). */
 static int op_retain(struct op_fs *fs, struct in_inode *n, int err)
 {
     if (ff_is_foreign(n->file))
@@ -120,27 +120,18 @@ static int op_retain(struct op_fs *fs, struct in_inode *n, int err)
         atomic_fetch_sub(&fs->retained, 1);
         return 0;
     }
-    int was_warm = n->retained == OP_KEEP_WARM;
-    if (was_warm)
-        op_warm_unlink(fs, n);
     n->retained = OP_KEEP_FAILED;
     lg_printf(fs->log, LG_WARN, "inode %ju: commit failed at its last close (%s): the "
               "unstored data stay in memory until a later commit succeeds or the kernel "
               "forgets the inode", (uintmax_t)n->key.ino, strerror(-err));
-    return was_warm ? 2 : 1;
+    return 1;
 }
 
-/* A committed file stays warm for its next open; returns 1 if it became warm now (the
- * retention then holds the releasing handle's pin), 2 if it was already. */
+/* A committed file stays warm for its next open (an open took it out of the list); returns
+ * 1 if kept (the retention then holds the releasing handle's pin). */
 static int op_keep_warm(struct op_fs *fs, struct in_inode *n)
 {
-    if (n->retained == OP_KEEP_WARM) {
-        op_warm_unlink(fs, n);         /* to the front */
-        op_warm_push(fs, n);
-        return 2;
-    }
-    if (n->retained != OP_KEEP_NONE || fs->read_only || ff_is_foreign(n->file) ||
-        op_deleted(n->file))
+    if (n->retained != OP_KEEP_NONE || fs->read_only || ff_is_foreign(n->file))
         return 0;
     n->retained = OP_KEEP_WARM;
     op_warm_push(fs, n);
@@ -151,12 +142,12 @@ static int op_keep_warm(struct op_fs *fs, struct in_inode *n)
  * held; returns 1 when the releasing handle's pin now belongs to a new retention. */
 int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
 {
-    *err = op_deleted(n->file) ? 0 : ff_flush(n->file, 0);
+    int deleted = op_deleted(n->file);
+    *err = deleted ? 0 : ff_flush(n->file, 0);
     if (*err && n->retained == OP_KEEP_FAILED)
         return 0;                      /* kept already, by the retention's own pin */
-    int kept = *err ? op_retain(fs, n, *err) : op_keep_warm(fs, n);
-    if (kept)
-        return kept == 1;
+    if (*err ? op_retain(fs, n, *err) : !deleted && op_keep_warm(fs, n))
+        return 1;
     op_free_file(fs, n, err);
     return 0;
 }
@@ -182,6 +173,19 @@ void op_warm_trim(struct op_fs *fs)
         pthread_mutex_unlock(&n->lock);
         in_unpin(fs->tab, n);
     }
+}
+
+/* A warm file's commit failed without a handle (a truncate on a full disk): the caller got
+ * the error, and the stored state, which the kernel still shows, is what stays. n->lock
+ * held, and a reference of the kernel's (the request's inode). */
+void op_drop_warm(struct op_fs *fs, struct in_inode *n)
+{
+    if (n->retained != OP_KEEP_WARM || n->open_count)
+        return;
+    int err = 0;
+    in_pin(fs->tab, n);
+    op_free_file(fs, n, &err);
+    in_unpin(fs->tab, n);
 }
 
 /* An open of a warm file takes the state over: its handle's pin keeps it from here. */
