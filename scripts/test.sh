@@ -24,16 +24,17 @@ BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAK
 (cd "$src/build-asan" && ASAN_OPTIONS=detect_leaks=1 FPGALZ4FS_LINUX_TREE=0 FPGALZ4FS_PACKAGE_TEST=0 \
     FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 \
     ctest --output-on-failure ${ASAN_CTEST_ARGS:-}) || status=1
-# Third pass: ThreadSanitizer over the threaded parts (engine, daemon under concurrent load),
-# short forms only (a few minutes on 2 cores). Reports of the daemon (in the background) go to
-# log files: any of them fails the pass. TSAN_CTEST_REGEX picks other tests.
+# Third pass: ThreadSanitizer over the threaded parts (engine, daemon under concurrent load,
+# files kept after their release), short forms only (a few minutes on 2 cores). Reports of
+# the daemon (in the background) go to log files: any of them fails the pass.
+# TSAN_CTEST_REGEX picks other tests.
 BUILD_DIR=$src/build-tsan "$src/scripts/build.sh" -DFPGALZ4FS_TSAN=ON
 tsan_logs=$src/build-tsan/tsan-logs
 rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 (cd "$src/build-tsan" && FPGALZ4FS_LINUX_TREE=0 OPCHECK_OPS=1000 OPCHECK_SEEDS=1 \
     FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 \
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$tsan_logs/tsan suppressions=$src/tests/tsan.supp" \
-    ctest --output-on-failure -R "${TSAN_CTEST_REGEX:-^(unit_test_eng|unit_test_engine_card|integration_t_basic|integration_t_opcheck|integration_t_race|integration_t_fds|fuzz_replay_.*)\$}") || status=1
+    ctest --output-on-failure -R "${TSAN_CTEST_REGEX:-^(unit_test_eng|unit_test_engine_card|integration_t_basic|integration_t_opcheck|integration_t_race|integration_t_fds|integration_t_tail|fuzz_replay_.*)\$}") || status=1
 if ls "$tsan_logs"/tsan.* >/dev/null 2>&1; then
     echo "ThreadSanitizer reports:" && cat "$tsan_logs"/tsan.*
     status=1
