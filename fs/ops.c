@@ -542,15 +542,17 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static struct in_inode *op_hold_victim(struct op_fs *fs, int dirfd, const char *name)
 {
     struct stat st;
-    if (!fs->env || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode) || st.st_nlink > 1)
+    /* no descriptor held by any file: none to keep, none whose space a kept state holds */
+    if (!fs->env || ff_env_fds(fs->env) == 0 ||
+        fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink > 1)
         return NULL;
     struct in_inode *n = in_find_pin(fs->tab, st.st_dev, st.st_ino);
     if (!n)
         return NULL;
     pthread_mutex_lock(&n->lock);
     int has = n->file != NULL;
-    if (has && ff_env_fds(fs->env))
+    if (has)
         ff_hold_fd(n->file);
     pthread_mutex_unlock(&n->lock);
     if (!has)
