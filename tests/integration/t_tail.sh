@@ -5,7 +5,7 @@
 # tail_blocks and tail_bytes_kept), and kill -9 after the appends keeps every line. A kept
 # file is still committed by a truncate made without a handle, gives its space back as soon
 # as it is removed or renamed over, and no more than 16 files stay kept, so descriptors stay
-# bounded. Runs at 64K and 1M blocks.
+# bounded. Runs at 64K and 1M blocks; then on a budget too small for a tail compressor.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -87,6 +87,25 @@ run_size() {
     check "fsck at rest ($1)" "$FSCK" -n "$BACKING"
 }
 
+# Beyond the tail compressors' share of mem_mb (an eighth), appends go to the engine as
+# before: with mem_mb=16 one compressor of a 1 MiB block (about 3 MiB) does not fit in 2 MiB.
+budget() {
+    BLOCK_SIZE=1M
+    BACKING="$WS/store-budget"
+    MNT="$WS/mnt-budget"
+    local i plain="$WS/plain-budget.log"
+    check "mount with mem_mb=16" mount_store mem_mb=16
+    : >"$plain"
+    for ((i = 0; i < 200; i++)); do
+        echo "line $i of a log on a small budget" | tee -a "$plain" >>"$MNT/app.log"
+    done
+    check_eq "no tail compressor past the budget" 0 "$(counter tail_blocks)"
+    check "the log reads back" cmp "$plain" "$MNT/app.log"
+    check "unmount (budget)" umount_store
+    check "lz4 -d of the log (budget)" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+}
+
 run_size 64K
 run_size 1M
+budget
 finish
