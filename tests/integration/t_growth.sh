@@ -188,6 +188,7 @@ w_sqlite() {
     for mode in DELETE WAL; do
         db=db-$mode.sqlite
         sql_script $mode "$SQL_TX" >"$WS/sql-$mode.sql"
+        rm -f "$REF/$db"               # a new reference per store: the long form runs two
         sqlite3 "$REF/$db" <"$WS/sql-$mode.sql" >/dev/null
         check "[$BS] sqlite $mode: $SQL_TX one-row transactions" \
             bash -c "sqlite3 '$MNT/$db' <'$WS/sql-$mode.sql' >/dev/null"
