@@ -40,8 +40,8 @@ size_t eng_tail_footprint(uint32_t cap);
 /* Compresses src[0, len) (1 <= len <= cap). When the previous call's input is a prefix of
  * src, only src[prev_len, len) is compressed, except that the whole is compressed again
  * from scratch when it has doubled (or grown by 64 KiB) since that was last done, and when
- * len = cap: the block then stays close to one compression's size. Returns 0, or -EINVAL (len out of range) or
- * -EIO (liblz4 failed; the state starts over at the next call). */
+ * len = cap: the block then stays close to one compression's size. Returns 0, or -EINVAL
+ * (len out of range) or -EIO (liblz4 failed; the state starts over at the next call). */
 int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_out *out);
 
 /* The input of the last successful call (NULL, *len 0 if none). */

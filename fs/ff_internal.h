@@ -176,8 +176,9 @@ struct ff_plan_s {
     uint32_t *job_at;                  /* block i - s -> its job, or UINT32_MAX */
     uint32_t n_jobs;
     eng_ticket ticket;                 /* the jobs in the engine */
-    int full;                          /* a full commit (close, fsync, flush): its file's last
-                                          block may go to the tail compressor */
+    int full;                          /* not a streaming brick (close, fsync, flush, memory):
+                                          its file's last block may go to the tail
+                                          compressor */
 };
 
 /* Decoded length of block i: bs, or less for the last block. */

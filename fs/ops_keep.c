@@ -15,7 +15,9 @@
  *   recently closed first out; their descriptors are bounded with every other open file's
  *   (ff_fds.c). Nothing of theirs is unstored, so dropping one loses nothing.
  *
- * A kept state holds a pin on its inode (the retention's pin), given back when it ends. */
+ * A kept state holds a pin on its inode (the retention's pin), given back when it ends. A
+ * warm state is never open: an open takes it over (op_unwarm) under the inode's lock, so
+ * under that lock OP_KEEP_WARM means a state with no handle. */
 #include "ops_internal.h"
 
 #include <stdatomic.h>
@@ -166,10 +168,8 @@ void op_warm_trim(struct op_fs *fs)
             return;
         pthread_mutex_lock(&n->lock);
         int err = 0;
-        if (n->retained == OP_KEEP_WARM && n->open_count == 0 && n->file)
+        if (n->retained == OP_KEEP_WARM)   /* not taken by an open meanwhile */
             op_free_file(fs, n, &err);
-        else if (n->retained == OP_KEEP_WARM)
-            op_end_keep(fs, n);        /* open again: its handles keep it */
         pthread_mutex_unlock(&n->lock);
         in_unpin(fs->tab, n);
     }
@@ -180,7 +180,7 @@ void op_warm_trim(struct op_fs *fs)
  * held, and a reference of the kernel's (the request's inode). */
 void op_drop_warm(struct op_fs *fs, struct in_inode *n)
 {
-    if (n->retained != OP_KEEP_WARM || n->open_count)
+    if (n->retained != OP_KEEP_WARM)
         return;
     int err = 0;
     in_pin(fs->tab, n);
