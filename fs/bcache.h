@@ -1,5 +1,6 @@
 /* bc: a bounded cache of decoded blocks shared by every file of a mount, so that reads of
- * parts of a block (the kernel asks for 4 KiB..1 MiB at a time) decode each block once.
+ * parts of a block (the kernel asks for 4 KiB..1 MiB at a time) decode each block once, and
+ * blocks decoded ahead of a reader wait for it (ff_ahead.c).
  * Its size is fixed at creation (part of mem_mb); entries are evicted least recently used. */
 #ifndef FPGALZ4FS_BCACHE_H
 #define FPGALZ4FS_BCACHE_H
@@ -13,7 +14,18 @@ void bc_free(bc_cache *bc);                       /* accepts NULL */
 /* Copies [off, off+len) of a cached block into dst; 1 on a hit, 0 on a miss. A block is
  * named by its file and the offset it is stored at, which changes whenever it is rewritten. */
 int bc_get(bc_cache *bc, uint64_t file_id, uint64_t key, void *dst, uint32_t off, uint32_t len);
-void bc_put(bc_cache *bc, uint64_t file_id, uint64_t key, const void *src, uint32_t len);
+int bc_has(bc_cache *bc, uint64_t file_id, uint64_t key);        /* 1 if cached */
+/* As bc_get, but without copying: returns the cached bytes [off, off+len) and pins their
+ * slot (*slot) until bc_unpin, so that a reply can be sent from them; NULL on a miss. */
+const uint8_t *bc_pin(bc_cache *bc, uint64_t file_id, uint64_t key, uint32_t off, uint32_t len,
+                      uint32_t *slot);
+void bc_unpin(bc_cache *bc, uint32_t slot);
+/* Decoding straight into the cache: bc_claim takes the least recently used slot out of use
+ * (pinned, named by nothing) and returns its block-sized buffer, NULL when every slot is
+ * pinned; bc_publish names it, or bc_unpin gives it back unnamed after a failed decode. */
+uint8_t *bc_claim(bc_cache *bc, uint32_t *slot);
+void bc_publish(bc_cache *bc, uint32_t slot, uint64_t file_id, uint64_t key, uint32_t len);
+uint32_t bc_slots(const bc_cache *bc);
 void bc_forget_file(bc_cache *bc, uint64_t file_id);
 
 #endif

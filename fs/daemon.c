@@ -642,6 +642,15 @@ static uint64_t dm_fd_budget(struct fs_daemon *dm)
     return max;
 }
 
+/* Read-ahead helpers: as many as software compression threads, so that one `cat` decodes
+ * on every core the mount may use. */
+static unsigned dm_ahead_threads(const struct dm_config *c)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned long long n = c->sw_threads ? c->sw_threads : (unsigned long long)cores;
+    return n == 0 ? 1 : n > 8 ? 8 : (unsigned)n;
+}
+
 static int dm_open_engine(struct fs_daemon *dm)
 {
     char err[256] = "";
@@ -667,7 +676,8 @@ static int dm_open_engine(struct fs_daemon *dm)
     dm_log_engine(dm);
     ff_options fo = {.read_only = dm->opt.read_only, .mem_bytes = dm->cfg.mem_mb << 20,
                      .file_version = (uint32_t)dm->cfg.file_version,
-                     .fd_max = dm_fd_budget(dm), .charge_owner = dm->fs.charge};
+                     .fd_max = dm_fd_budget(dm), .charge_owner = dm->fs.charge,
+                     .ahead_threads = dm_ahead_threads(c)};
     if (dm_mark_dirty(dm, &fo) != 0)
         return -1;
     dm->fs.env = ff_env_new(dm->fs.eng, &dm->sb, &fo, dm->fs.log);

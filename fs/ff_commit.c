@@ -544,7 +544,7 @@ int ff_commit(ff_file *f, int durable, int pressure)
         /* a read may still decode a frame this retires (and punches); reveals only flip
          * wrapper headers, which no read looks at */
         if (p.t.n_retire)
-            pthread_rwlock_wrlock(&f->io);
+            ff_io_exclusive(f);
         int flipped = fmt_apply_intents(f->fd, &p.t, 1);
         if (p.t.n_retire)
             pthread_rwlock_unlock(&f->io);

@@ -84,6 +84,7 @@ static void ff_trim_locked(ff_env *env, const ff_file *self)
         int closed = 0;
         if (v != self && pthread_mutex_trylock(&v->lock) == 0) {
             if (pthread_rwlock_trywrlock(&v->io) == 0) {
+                ff_ahead_cancel(v);    /* no helper may use the descriptor after this */
                 closed = ff_park_locked(env, v);
                 pthread_rwlock_unlock(&v->io);
             }

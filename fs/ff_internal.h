@@ -12,6 +12,7 @@
  *   ffile.c      the mount's environment (ff_env_*), ff_open, ff_create, ff_release,
  *                ff_discard, the small getters (ff_size, ff_fd, mtime), ff_stat_size
  *   ff_read.c    decoding stored blocks, the read plan, ff_read, foreign reads, ff_lseek
+ *   ff_ahead.c   read-ahead: helper threads decode a sequential reader's next blocks
  *   ff_write.c   dirty blocks in memory, grow/shrink/resize/empty, ff_write, ff_truncate,
  *                ff_fallocate, ff_flush, early commits (memory budget, streaming bricks)
  *   ff_commit.c  the plan of a commit, engine jobs, frames, the seek table, adopting what
@@ -79,13 +80,17 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
-        repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept;
+        repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
+        readahead_blocks;
 } ff_counters;
+
+typedef struct ff_ahead_s ff_ahead;
 
 struct ff_env_s {
     eng_ctx *eng;                      /* compresses dirty blocks */
     lg_log *log;
     bc_cache *cache;                   /* decoded blocks, half of mem_mb */
+    ff_ahead *ahead;                   /* read-ahead helpers (ff_ahead.c); NULL: none */
     ff_options opt;
     sb_super sb;                       /* block size and UUID for new files */
     uint8_t *zeros;                    /* FF_MAX_BLOCK zero bytes (never touched: no RSS) */
@@ -155,6 +160,9 @@ struct ff_file_s {
                                           input; UINT64_MAX: none */
     struct timespec mtime;             /* logical modification time */
     uint64_t ctime_ns;                 /* the backing file's ctime when it was opened */
+    uint64_t ra_next;                  /* the block after the last read: a read starting
+                                          there is sequential (ff_ahead.c) */
+    uint64_t ra_upto;                  /* blocks below it were queued for read-ahead */
 };
 
 /* What one commit writes and retires. */
@@ -202,12 +210,32 @@ void ff_tail_free(ff_file *f);
 
 /* ff_read.c */
 int ff_decode(ff_file *f, uint64_t i, uint8_t *dst);
+/* Decodes the stored block with entry {off, word} into dst, logging and counting nothing (a
+ * failure is left to the reader that will want the block); the caller holds f->io. */
+int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint64_t len);
+/* Takes f->io exclusive: no read decodes, and no read-ahead of f is queued or will decode
+ * what this caller is about to destroy or move. */
+void ff_io_exclusive(ff_file *f);
 int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n);
 
 /* ff_write.c */
 int ff_reserve(ff_file *f, uint64_t n);
 void ff_drop_buf(ff_file *f, ff_blk *b);
 void ff_set_empty(ff_file *f);
+
+/* ff_ahead.c: read-ahead (locking rules at the top of the file) */
+ff_ahead *ff_ahead_new(ff_env *env, unsigned threads);
+void ff_ahead_free(ff_ahead *a);       /* accepts NULL */
+/* After the plan of a read of blocks [first, last], with f->lock held: a sequential reader
+ * gets the blocks after last queued for decoding into the cache. */
+void ff_ahead_plan(ff_file *f, uint64_t first, uint64_t last);
+/* A reader holding f->io shared is about to decode the block stored at off: 1 if a helper
+ * was decoding it and has finished (look in the cache again); 0 to decode it itself. */
+int ff_ahead_claim(ff_file *f, uint64_t off);
+/* With f->io exclusive: no job of f will decode. */
+void ff_ahead_cancel(ff_file *f);
+/* Before f is freed, holding neither of its locks: no job refers to f after this. */
+void ff_ahead_forget(ff_file *f);
 
 /* ff_commit.c */
 int ff_commit(ff_file *f, int durable, int pressure);

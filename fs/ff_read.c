@@ -11,16 +11,13 @@
 #include "bcache.h"
 #include "fmt.h"
 
-/* Decodes the stored block i, entry {off, word}, of len bytes into dst. Touches nothing of
- * f that changes, so a read may call it without f->lock (holding f->io). */
-static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
-                           uint64_t len)
+/* Decodes the stored block i, entry {off, word}, of len bytes into dst; *at, *rc and the
+ * frame's error say what failed. Touches nothing of f that changes, so a read may call it
+ * without f->lock (holding f->io). */
+static fmt_error ff_decode_raw(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst,
+                               uint64_t len, uint64_t *at_out, int *rc_out)
 {
-    if (off & FMT_ENTRY_ZERO) {
-        memset(dst, 0, len);
-        return 0;
-    }
-    uint64_t at = fmt_entry_off(&(fmt_entry){off, word});
+    uint64_t at = *at_out = fmt_entry_off(&(fmt_entry){off, word});
     uint8_t w[4];
     /* a version 2 slot whose size word memory has not read yet */
     int rc = word == 0 ? fmt_pread_all(f->fd, w, sizeof(w), at) : 0;
@@ -30,7 +27,7 @@ static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, 
         rc = -EIO;
     uint8_t *raw = rc == 0 ? malloc(fmt_block_len(word)) : NULL;
     if (rc == 0 && !raw)
-        return -ENOMEM;
+        rc = -ENOMEM;
     if (rc == 0)
         rc = fmt_pread_all(f->fd, raw, fmt_block_len(word), at);
     fmt_error err = FMT_OK;
@@ -38,6 +35,35 @@ static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, 
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
                                      : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
     free(raw);
+    *rc_out = rc;
+    return err;
+}
+
+int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint64_t len)
+{
+    if (off & FMT_ENTRY_ZERO) {
+        memset(dst, 0, len);
+        return 0;
+    }
+    uint64_t at;
+    int rc;
+    fmt_error err = ff_decode_raw(f, off, word, dst, len, &at, &rc);
+    return rc < 0 ? rc : err != FMT_OK ? -EIO : 0;
+}
+
+/* As ff_decode_quiet, and a failure is counted and logged. */
+static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                           uint64_t len)
+{
+    if (off & FMT_ENTRY_ZERO) {
+        memset(dst, 0, len);
+        return 0;
+    }
+    uint64_t at;
+    int rc;
+    fmt_error err = ff_decode_raw(f, off, word, dst, len, &at, &rc);
+    if (rc == -ENOMEM)
+        return rc;
     if (rc < 0 || err != FMT_OK) {
         f->env->n.corrupt_blocks++;
         lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", ff_name(f),
@@ -85,31 +111,50 @@ static int ff_read_memory(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, u
     return 1;
 }
 
+/* Decodes the block of a job that wants part of it into the cache, and copies the part. */
+static int ff_decode_part(ff_file *f, const ff_rjob *j)
+{
+    uint32_t slot;
+    uint8_t *tmp = bc_claim(f->env->cache, &slot), *own = NULL;
+    if (!tmp && !(tmp = own = malloc(f->bs)))
+        return -ENOMEM;                /* every cache slot is being sent: decode aside */
+    int rc = ff_decode_entry(f, j->i, j->off, j->word, tmp, j->len);
+    if (rc == 0)
+        memcpy(j->dst, tmp + j->boff, j->n);
+    if (!own && rc == 0)
+        bc_publish(f->env->cache, slot, f->id, j->off, j->len);
+    else if (!own)
+        bc_unpin(f->env->cache, slot);
+    free(own);
+    return rc;
+}
+
 /* Decodes the listed blocks, whole ones straight into the reply, parts through the cache.
  * Called holding f->io shared, not f->lock: reads of one file decode in parallel. */
 static int ff_read_decode(ff_file *f, const ff_rjob *jobs, uint64_t n_jobs)
 {
-    uint8_t *tmp = NULL;
     int rc = 0;
     for (uint64_t k = 0; rc == 0 && k < n_jobs; k++) {
         const ff_rjob *j = &jobs[k];
+        if (ff_ahead_claim(f, j->off) &&
+            bc_get(f->env->cache, f->id, j->off, j->dst, j->boff, j->n)) {
+            f->env->n.cache_hits++;
+            continue;
+        }
         if (j->boff == 0 && j->n == j->len) {
             rc = ff_decode_entry(f, j->i, j->off, j->word, j->dst, j->len);
             continue;
         }
-        if (!tmp && !(tmp = malloc(f->bs))) {
-            rc = -ENOMEM;
-            break;
-        }
-        rc = ff_decode_entry(f, j->i, j->off, j->word, tmp, j->len);
-        if (rc == 0) {
-            bc_put(f->env->cache, f->id, j->off, tmp, j->len);
-            memcpy(j->dst, tmp + j->boff, j->n);
-        }
+        rc = ff_decode_part(f, j);
     }
-    free(tmp);
     return rc;                         /* never short: FUSE takes a short read for the end */
 }                                      /* of the file and zero-fills (or cuts) the rest */
+
+void ff_io_exclusive(ff_file *f)
+{
+    pthread_rwlock_wrlock(&f->io);
+    ff_ahead_cancel(f);
+}
 
 /* Copies [boff, boff+n) of block i into dst, decoding through the cache when needed. */
 int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n)
@@ -136,9 +181,31 @@ static int ff_pread_foreign(ff_file *f, void *buf, size_t len, off_t off, size_t
     return 0;
 }
 
-/* Copies what memory holds of the read into buf and lists the blocks left to decode (room
- * for every block the read spans). Called with f->lock held. */
-static uint64_t ff_read_plan(ff_file *f, uint8_t *buf, uint64_t len, uint64_t off, ff_rjob *jobs)
+/* Where the piece [boff, boff+n) of block i comes from: zeros and cached bytes are sent as
+ * they lie (a cached slot stays pinned until ff_reply_done), dirty bytes are copied into
+ * dst; 0 if the piece must be decoded into dst. Called with f->lock held. */
+static int ff_read_piece(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t n,
+                         ff_reply *r)
+{
+    const ff_blk *b = &f->blk[i];
+    const uint8_t *at = dst;
+    uint32_t slot;
+    if (b->state == FF_DIRTY)
+        memcpy(dst, b->buf + boff, n);
+    else if (b->state == FF_ZERO || (b->off & FMT_ENTRY_ZERO))
+        at = f->env->zeros;
+    else if ((at = bc_pin(f->env->cache, f->id, b->off, (uint32_t)boff, (uint32_t)n, &slot)))
+        r->pins[r->n_pins++] = slot, f->env->n.cache_hits++;
+    else
+        at = dst;
+    r->iov[r->n++] = (struct iovec){(void *)at, n};
+    return b->state == FF_DIRTY || at != dst;
+}
+
+/* Lays out the reply's pieces and lists the blocks left to decode into buf (r and jobs have
+ * room for every block the read spans). Called with f->lock held. */
+static uint64_t ff_read_plan(ff_file *f, uint8_t *buf, uint64_t len, uint64_t off, ff_rjob *jobs,
+                             ff_reply *r)
 {
     uint64_t n_jobs = 0;
     for (uint64_t got = 0; got < len;) {
@@ -146,25 +213,47 @@ static uint64_t ff_read_plan(ff_file *f, uint8_t *buf, uint64_t len, uint64_t of
         uint64_t n = ff_blen(f, i) - boff;
         if (n > len - got)
             n = len - got;
-        if (!ff_read_memory(f, i, buf + got, boff, n))
+        if (!ff_read_piece(f, i, buf + got, boff, n, r))
             jobs[n_jobs++] = ff_rjob_at(f, i, boff, n, buf + got);
         got += n;
     }
     return n_jobs;
 }
 
-/* Called with f->lock held; returns with it released. */
-static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_t *got)
+static int ff_reply_alloc(ff_file *f, ff_reply *r, uint64_t span)
 {
-    *got = 0;
+    *r = (ff_reply){0};
+    r->cache = f->env->cache;
+    if (span == 0)
+        return 0;
+    r->iov = malloc(span * sizeof(*r->iov));
+    r->pins = malloc(span * sizeof(*r->pins));
+    return r->iov && r->pins ? 0 : -ENOMEM;
+}
+
+void ff_reply_done(ff_reply *r)
+{
+    for (unsigned k = 0; k < r->n_pins; k++)
+        bc_unpin(r->cache, r->pins[k]);
+    free(r->iov);
+    free(r->pins);
+    *r = (ff_reply){0};
+}
+
+/* Called with f->lock held; returns with it released. */
+static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, ff_reply *r)
+{
     len = off >= f->size ? 0 : len > f->size - off ? (size_t)(f->size - off) : len;
     uint64_t span = len ? (off + len - 1) / f->bs - off / f->bs + 1 : 0;
     ff_rjob *jobs = span ? malloc(span * sizeof(*jobs)) : NULL;
-    if (span && !jobs) {
+    if ((span && !jobs) || ff_reply_alloc(f, r, span) < 0) {
         pthread_mutex_unlock(&f->lock);
+        free(jobs);
         return -ENOMEM;
     }
-    uint64_t n_jobs = ff_read_plan(f, buf, len, off, jobs);
+    uint64_t n_jobs = ff_read_plan(f, buf, len, off, jobs, r);
+    if (len)
+        ff_ahead_plan(f, off / f->bs, (off + len - 1) / f->bs);
     if (n_jobs)
         pthread_rwlock_rdlock(&f->io);
     pthread_mutex_unlock(&f->lock);
@@ -172,20 +261,37 @@ static int ff_read_own(ff_file *f, uint8_t *buf, size_t len, uint64_t off, size_
     if (n_jobs)
         pthread_rwlock_unlock(&f->io);
     free(jobs);
-    *got = rc == 0 ? len : 0;
+    r->len = rc == 0 ? len : 0;
+    return rc;
+}
+
+int ff_read_reply(ff_file *f, void *buf, size_t len, off_t off, ff_reply *r)
+{
+    *r = (ff_reply){0};
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    if (!f->foreign)
+        return ff_read_own(f, buf, len, (uint64_t)off, r);
+    rc = ff_reply_alloc(f, r, 1);
+    if (rc == 0)
+        rc = ff_pread_foreign(f, buf, len, off, &r->len);
+    pthread_mutex_unlock(&f->lock);
+    if (rc == 0)
+        r->iov[r->n++] = (struct iovec){buf, r->len};
     return rc;
 }
 
 int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
 {
-    *got = 0;
-    int rc = ff_lock(f);
-    if (rc < 0)
-        return rc;
-    if (!f->foreign)
-        return ff_read_own(f, buf, len, (uint64_t)off, got);
-    rc = ff_pread_foreign(f, buf, len, off, got);
-    pthread_mutex_unlock(&f->lock);
+    ff_reply r;
+    int rc = ff_read_reply(f, buf, len, off, &r);
+    size_t at = 0;
+    for (unsigned k = 0; rc == 0 && k < r.n; at += r.iov[k++].iov_len)
+        if (r.iov[k].iov_base != (uint8_t *)buf + at)
+            memcpy((uint8_t *)buf + at, r.iov[k].iov_base, r.iov[k].iov_len);
+    *got = rc == 0 ? r.len : 0;
+    ff_reply_done(&r);
     return rc;
 }
 

@@ -268,7 +268,7 @@ static int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint6
 static int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
 {
     int rc = 0;
-    pthread_rwlock_wrlock(&f->io);
+    ff_io_exclusive(f);
     for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++)
         rc = ff2_write_frame(f, &fr->v[k], n, tail);
     bc_forget_file(f->env->cache, f->id);
@@ -411,7 +411,7 @@ static int ff2_redo_journal(ff_file *f)
     if (err != FMT_OK)
         return -fmt_errno(err);
     int rc = 0;
-    pthread_rwlock_wrlock(&f->io);
+    ff_io_exclusive(f);
     for (uint32_t k = 0; rc == 0 && k < n; k++)
         rc = fmt2_write_slot(f->fd, f->bs, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
                              e[k].frame ? 0 : ff2_zsum(f, e[k].len),

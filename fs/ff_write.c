@@ -165,7 +165,7 @@ static int ff_empty_locked(ff_file *f)
 /* Reads still decoding old frames finish first: their offsets are about to be reused. */
 static int ff_empty(ff_file *f)
 {
-    pthread_rwlock_wrlock(&f->io);
+    ff_io_exclusive(f);
     int rc = ff_empty_locked(f);
     pthread_rwlock_unlock(&f->io);
     return rc;

@@ -26,7 +26,8 @@ ff_env *ff_env_new(eng_ctx *eng, const sb_super *sb, const ff_options *opt, lg_l
     uint64_t slots = opt->mem_bytes / 2 / sb->block_size;
     env->cache = bc_new(sb->block_size, (uint32_t)(slots < 2 ? 2 : slots > 4096 ? 4096 : slots));
     env->zeros = calloc(1, FF_MAX_BLOCK);
-    if (!env->cache || !env->zeros) {
+    env->ahead = opt->ahead_threads ? ff_ahead_new(env, opt->ahead_threads) : NULL;
+    if (!env->cache || !env->zeros || (opt->ahead_threads && !env->ahead)) {
         ff_env_free(env);
         return NULL;
     }
@@ -38,6 +39,7 @@ void ff_env_free(ff_env *env)
 {
     if (!env)
         return;
+    ff_ahead_free(env->ahead);
     bc_free(env->cache);
     free(env->zeros);
     pthread_mutex_destroy(&env->fd_lock);
@@ -53,6 +55,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->fds_open = ff_env_fds(env);
     o->fd_closes = env->n.fd_closes, o->fd_reopens = env->n.fd_reopens;
     o->tail_blocks = env->n.tail_blocks, o->tail_bytes_kept = env->n.tail_bytes_kept;
+    o->readahead_blocks = env->n.readahead_blocks;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)
@@ -97,6 +100,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
 static void ff_free(ff_file *f)
 {
     ff_batch_finish(f);                /* the engine must let go of our buffers */
+    ff_ahead_forget(f);                /* and the read-ahead helpers of f itself */
     for (uint64_t i = 0; i < f->n_blocks; i++)
         ff_drop_buf(f, &f->blk[i]);
     bc_forget_file(f->env->cache, f->id);

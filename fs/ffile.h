@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "eng.h"
@@ -41,6 +42,8 @@ typedef struct {
                                           0, 0: never; 0, UINT64_MAX: always (tools) */
     int charge_owner;                  /* write as the backing file's owner (cred.h): the
                                           daemon, running as root with capabilities cut */
+    unsigned ahead_threads;            /* threads that decode ahead of sequential readers;
+                                          0: none (reads decode only what they ask for) */
 } ff_options;
 
 /* Shared by all files of one mount. The engine and log stay owned by the caller. */
@@ -66,6 +69,21 @@ int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size);
 void ff_discard(ff_file *f);
 
 int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got);
+/* A read as the pieces of its reply, so that cached blocks and holes are sent without a
+ * copy: each piece lies in buf (len bytes, only partly written), in the mount's cache of
+ * decoded blocks, or in a block of zeros. The cache keeps the pieces' bytes until
+ * ff_reply_done, which must follow every call, failed or not. ff_reply_done does not touch
+ * the file: once the reply is sent, its handle may be released and the file freed. */
+typedef struct {
+    struct iovec *iov;                 /* the pieces in order, n of them, len bytes in all */
+    unsigned n;
+    size_t len;
+    struct bc_cache_s *cache;          /* the mount's cache, which holds the pins */
+    uint32_t *pins;                    /* cache slots held for the pieces */
+    unsigned n_pins;
+} ff_reply;
+int ff_read_reply(ff_file *f, void *buf, size_t len, off_t off, ff_reply *r);
+void ff_reply_done(ff_reply *r);
 int ff_write(ff_file *f, const void *buf, size_t len, off_t off);
 int ff_truncate(ff_file *f, off_t size);
 /* Makes every write so far part of the backing file; durable adds fdatasync. */
@@ -125,6 +143,7 @@ typedef struct {
     uint64_t fd_closes, fd_reopens;    /* idle descriptors closed, and opened again */
     uint64_t tail_blocks;              /* last blocks compressed by the tail compressor */
     uint64_t tail_bytes_kept;          /* of their bytes, those carried over, not compressed */
+    uint64_t readahead_blocks;         /* blocks decoded ahead of a sequential reader */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

@@ -1027,14 +1027,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    char *buf = malloc(size ? size : 1);
-    size_t got = 0;
-    int err = buf ? ff_read(op_file(fi), buf, size, off, &got) : -ENOMEM;
+    char *buf = malloc(size ? size : 1);     /* only the pieces decoded or dirty touch it */
+    ff_reply r = {0};
+    int err = buf ? ff_read_reply(op_file(fi), buf, size, off, &r) : -ENOMEM;
     err = op_log(fs, "read", in_get(fs->tab, ino), NULL, err);
     if (err)
         fuse_reply_err(req, -err);
     else
-        fuse_reply_buf(req, buf, got);
+        fuse_reply_iov(req, r.iov, (int)r.n);
+    ff_reply_done(&r);                 /* the file may be gone: its handle was answered */
     free(buf);
 }
 

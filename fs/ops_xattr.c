@@ -104,6 +104,7 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"corrupt_blocks", fst.corrupt_blocks}, {"fds_open", fst.fds_open},
         {"fd_closes", fst.fd_closes}, {"fd_reopens", fst.fd_reopens},
         {"tail_blocks", fst.tail_blocks}, {"tail_bytes_kept", fst.tail_bytes_kept},
+        {"readahead_blocks", fst.readahead_blocks},
         {"dir_streams", atomic_load(&fs->dirs.held)},
         {"dir_reopens", atomic_load(&fs->dirs.reopens)},
     };

@@ -43,6 +43,7 @@ int bn_plot(const char *dir, const char *stem, const void *ctx,
 /* OUT (BN_PATH bytes) = DIR/NAME; exits when it does not fit (the exit handler cleans up). */
 void bn_path(char *out, const char *dir, const char *name);
 off_t bn_size(const char *path);       /* st_size, or -1 */
+off_t bn_allocated(const char *path);  /* st_blocks * 512, or -1 */
 int bn_rm_rf(const char *path);        /* rm -rf --one-file-system */
 int bn_fail(const char *what, const char *path);   /* prints "WHAT: PATH"; -1 */
 /* lz4's -B option for a store block size (-B4 64K, -B5 256K, -B6 1M, -B7 4M). */

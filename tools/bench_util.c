@@ -154,6 +154,12 @@ off_t bn_size(const char *path)
     return stat(path, &st) == 0 ? st.st_size : -1;
 }
 
+off_t bn_allocated(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (off_t)st.st_blocks * 512 : -1;
+}
+
 int bn_rm_rf(const char *path)
 {
     char *argv[] = {"rm", "-rf", "--one-file-system", (char *)path, NULL};
