@@ -652,17 +652,30 @@ void ff2_rollback(ff_file *f)
     }
 }
 
-/* At the last release: a footer written before its commit's sync counts fewer blocks as
- * promised than are (fresh_pre); the next open takes the footer's word, and would rewrite a
- * promised block without a synced journal. Without a live journal (whose footer must stay
- * until the next sync) the footer is put right, unsynced: if a power loss takes it, the
- * check at the next open finds the blocks whole. */
+/* At the last release, two things a file at rest should not keep:
+ * - a journal (FORMAT.md 11.1 step 6.7 leaves a small synced one for the next commit to
+ *   overwrite): it is a second copy of the blocks it holds, and no next commit may come.
+ *   A live one is the only durable copy of its blocks until the slots are synced, so the
+ *   slots are synced first; then every block is promised.
+ * - a footer written before its commit's sync, which counts fewer blocks as promised than
+ *   are (fresh_pre); the next open takes the footer's word, and would rewrite a promised
+ *   block without a synced journal.
+ * The footer is then put right behind the slots, unsynced: if a power loss takes it, the
+ * old footer and its journal, which matches the slots, are still whole. */
 int ff2_release(ff_file *f)
 {
-    if (f->v2.j_live || f->v2.j_pending || f->v2.footerless || f->v2.disk_fresh >= f->v2.fresh ||
-        f->v2.fresh > f->n_stored)
+    if (f->v2.j_pending || f->v2.footerless)
         return 0;
-    return ff2_settle(f, f->v2.size, f->v2.tail, f->v2.fresh);
+    if (f->v2.j_len && f->v2.j_live) {
+        int rc = ff2_sync(f);
+        if (rc < 0)
+            return rc;
+        f->v2.fresh = f->v2.promised = f->n_stored;
+    }
+    if (f->v2.j_len == 0 && (f->v2.disk_fresh >= f->v2.fresh || f->v2.fresh > f->n_stored))
+        return 0;
+    return ff2_settle(f, f->v2.size, f->v2.tail,
+                      f->v2.fresh < f->n_stored ? f->v2.fresh : f->n_stored);
 }
 
 /* An fsync with nothing to commit, after its sync: every block is promised, and the footer
@@ -673,6 +686,8 @@ int ff2_promise(ff_file *f)
         return 0;
     f->v2.j_live = 0;                  /* the caller's sync put the slots on the disk */
     f->v2.fresh = f->v2.promised = f->n_stored;
-    return f->v2.disk_fresh >= f->n_stored ? 0
-                                           : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
+    /* a journal kept at rest is dead now too: the footer goes back behind the slots */
+    return f->v2.disk_fresh >= f->n_stored && f->v2.j_len == 0
+               ? 0
+               : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
 }

@@ -895,13 +895,22 @@ static void test_ff_interrupted_commit(void **state)
     ff_file *f;
     assert_int_equal(ff_open(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
     assert_int_equal(ff_write(f, "ABCDEFGHIJ", 10, (off_t)at), 0);
-    /* durable: the journal stays named by the footer until the next commit (an unsynced
-     * commit settles it at once, leaving nothing to interrupt) */
+    /* durable: the journal stays named by the footer while the file is open (an unsynced
+     * commit settles it at once, leaving nothing to interrupt); the release drops it */
     assert_int_equal(ff_flush(f, 1), 0);
     uint8_t *now = fx_slurp(fx->path, &n_new);
     assert_int_equal(ff_release(f), 0);
+    size_t n_rest;
+    free(fx_slurp(fx->path, &n_rest));
     int fd = open(fx->path, O_RDONLY);
     fmt2_footer ft;
+    assert_int_equal(fmt2_footer_read(fd, n_rest, BS, &ft), FMT_OK);
+    close(fd);
+    assert_int_equal(ft.j_len, 0);
+    assert_true(n_rest < n_new);
+    /* the state of the open file, with its journal, as a crash would have left it */
+    save(fx->path, now, n_new);
+    fd = open(fx->path, O_RDONLY);
     assert_int_equal(fmt2_footer_read(fd, n_new, BS, &ft), FMT_OK);
     close(fd);
     assert_true(ft.j_len > 0);
