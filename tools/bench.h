@@ -2,7 +2,9 @@
  *
  * bench_util.c: options, timing, output files, the plot; bench_proc.c: child processes,
  * mounts and the clean-up that runs even on a signal; bench_corpus.c: the corpora;
- * bench_engine.c: the `engine` mode; bench_fs.c: the filesystem modes and `all`. */
+ * bench_engine.c: the `engine` mode; bench_fs.c: the filesystem modes and `all`;
+ * bench_wl.c: the workloads; bench_par.c: the `parallel` mode; bench_pt.c: building the
+ * passthrough_ll rival. */
 #ifndef BENCH_H
 #define BENCH_H
 
@@ -116,6 +118,17 @@ void bn_cleanup_mount(bn_mount *m);    /* registers (bn_mount_up does it) */
 void bn_cleanup_loop(bn_loop *l);      /* registers (bn_loop_up does it) */
 void bn_cleanup_workdir(const char *dir);
 void bn_cleanup_now(void);
+
+/* ---- bench_par.c: the `parallel` mode ---- */
+
+int bn_par_main(int argc, char **argv);
+
+/* ---- bench_pt.c ---- */
+
+/* Compiles libfuse's passthrough_ll (SRC, or libfuse3-dev's example when NULL) into
+ * WORK/passthrough_ll, whose path goes into BIN, and the source's into USED (BN_PATH bytes
+ * each); NULL, or why it cannot be a rival. */
+const char *bn_pt_build(const char *work, const char *src, char *bin, char *used);
 
 /* ---- bench_corpus.c ---- */
 

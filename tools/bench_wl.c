@@ -828,65 +828,6 @@ static void bn_wl_wb_one(bn_wl *w, int r)
 
 /* ---- preparation ---- */
 
-/* libfuse3-dev's example, plain or gzip-compressed as Debian may ship it. */
-static int bn_wl_find_pt(bn_wl *w)
-{
-    static const char *const where[] = {
-        "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c",
-        "/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c.gz",
-    };
-    if (w->c.pt_src) {
-        snprintf(w->pt_src, sizeof(w->pt_src), "%s", w->c.pt_src);
-        return access(w->pt_src, R_OK);
-    }
-    for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++)
-        if (access(where[i], R_OK) == 0) {
-            snprintf(w->pt_src, sizeof(w->pt_src), "%s", where[i]);
-            return 0;
-        }
-    return -1;
-}
-
-/* The source and the headers next to it (passthrough_helpers.h), each plain or gzipped,
- * into DIR as plain files. */
-static int bn_wl_copy_pt(const bn_wl *w, const char *dir)
-{
-    char from[BN_PATH], cmd[5 * BN_PATH + 512];
-    snprintf(from, sizeof(from), "%s", w->pt_src);
-    char *slash = strrchr(from, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(from, sizeof(from), ".");
-    snprintf(cmd, sizeof(cmd), "for f in '%s' '%s'/*.h '%s'/*.h.gz; do [ -f \"$f\" ] || "
-             "continue; b=${f##*/}; case $f in *.gz) gzip -dc \"$f\" > '%s'/\"${b%%.gz}\";; "
-             "*) cp \"$f\" '%s'/\"$b\";; esac || exit 1; done", w->pt_src, from, from, dir, dir);
-    return bn_sh(cmd);
-}
-
-/* Compiles passthrough_ll into the work directory; NULL, or why it cannot be a rival. */
-static const char *bn_wl_build_pt(bn_wl *w)
-{
-    char dir[BN_PATH], src[BN_PATH], cmd[3 * BN_PATH + 256];
-    if (bn_wl_find_pt(w) != 0)
-        return "no passthrough_ll.c (apt-get install libfuse3-dev, or --passthrough-src)";
-    if (!bn_have("cc") || !bn_have("pkg-config"))
-        return "no cc or pkg-config to compile passthrough_ll.c";
-    bn_path(dir, w->c.work, "passthrough_ll-src");
-    bn_path(w->pt, w->c.work, "passthrough_ll");
-    const char *base = strrchr(w->pt_src, '/') ? strrchr(w->pt_src, '/') + 1 : w->pt_src;
-    bn_path(src, dir, base);
-    size_t n = strlen(src);
-    if (n > 3 && !strcmp(src + n - 3, ".gz"))
-        src[n - 3] = '\0';
-    if (bn_mkdirs(dir) != 0 || bn_wl_copy_pt(w, dir) != 0)
-        return "cannot copy passthrough_ll.c into the work directory";
-    /* -w: the example's warnings are libfuse's business, not this build's */
-    snprintf(cmd, sizeof(cmd), "cc -O2 -w -o '%s' '%s' $(pkg-config --cflags --libs fuse3)",
-             w->pt, src);
-    return bn_sh(cmd) == 0 ? NULL : "passthrough_ll.c did not compile";
-}
-
 static void bn_wl_names(bn_wl *w)
 {
     snprintf(w->rname[BN_WR_FS], sizeof(w->rname[0]), "fpgalz4fs %s",
@@ -961,7 +902,7 @@ static int bn_wl_prepare(bn_wl *w)
                  "round; the holes and write_bytes rows too): a sparse %llu GiB image in the work directory, `mkfs.ext4 -N %lu`, "
                  "`mount -o loop,noinit_itable`", BN_WL_IMG_BYTES >> 30, BN_WL_INODES);
     fprintf(stderr, BN_NAME ": workloads on %s\n", w->setup);
-    w->rskip[BN_WR_PT] = bn_wl_build_pt(w);
+    w->rskip[BN_WR_PT] = bn_pt_build(w->c.work, w->c.pt_src, w->pt, w->pt_src);
     if (w->c.block == 64u * 1024u)
         w->rskip[BN_WR_FS64] = "the main store already has 64K blocks";
     bn_wl_names(w);

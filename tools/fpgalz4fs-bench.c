@@ -30,6 +30,8 @@ static const bn_mode bn_modes[] = {
     {"rss", bn_fs_main, "the daemon's peak RSS, with N concurrent writers"},
     {"workloads", bn_fs_main, "SQLite, appends, fio, edits, holes: fpgalz4fs, passthrough_ll, "
                               "ext4"},
+    {"parallel", bn_par_main, "1, 2, 4, 8, 16 writers at once, then as many cold readers: "
+                              "fpgalz4fs, passthrough_ll"},
     {"engine", bn_engine_main, "the compression engine alone: software, emulated card, both"},
 };
 

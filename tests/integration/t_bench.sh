@@ -109,6 +109,22 @@ nothing_left() {
 }
 check "no mount and no temporary directory left" nothing_left
 
+# The parallel mode's quick form: 1, 2 and 4 writers, then as many cold readers, on
+# fpgalz4fs and passthrough_ll; every cell a number, every file read back (the driver fails
+# on a file that reads back wrong), the CSV one line per rival, count and round.
+check "parallel --quick runs" "$BENCH" parallel --quick --synthetic --engine sw \
+    --results "$RES" --workdir "$WORK"
+parallel_ok() {
+    local rows
+    rows=$(grep -c '^| [124] |\( [0-9][0-9.]* |\)\{2\} [0-9.]*x |\( [0-9][0-9.]* |\)\{2\} [0-9.]*x | - |$' \
+        "$RES/parallel.md")
+    [ "$rows" -eq 3 ] || { echo "expected 3 rows with every cell measured, got $rows"; cat "$RES/parallel.md"; return 1; }
+    [ "$(head -1 "$RES/parallel.csv")" = "rival,processes,round,write_mbps,cold_read_mbps" ] &&
+        [ "$(grep -c '^\(fpgalz4fs\|passthrough_ll\),[124],1,[0-9.]*,[0-9.]*$' "$RES/parallel.csv")" -eq 6 ]
+}
+check "parallel.md and parallel.csv: every process count, both rivals" parallel_ok
+check "... and nothing left" nothing_left
+
 # Errors reachable from the command line: usage errors exit 2, with the usage line.
 check_fails "unknown mode" "$BENCH" nosuchmode
 usage_exit() {
@@ -123,6 +139,8 @@ check "unknown option is a usage error" usage_exit read --no-such-option
 check "stray argument is a usage error" usage_exit small extra
 check "missing option value is a usage error" usage_exit all --results
 check "--help exits 0" "$BENCH" all --help
+check "bad --max-procs is a usage error" usage_exit parallel --max-procs 0
+check "parallel --help exits 0" "$BENCH" parallel --help
 
 # Without the daemon next to it the driver says so and fails before touching anything.
 mkdir -p "$WS/lonely"
