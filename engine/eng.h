@@ -54,6 +54,12 @@ typedef struct {
     uint32_t dst_cap;                  /* at least eng_bound(len) */
     uint32_t out_len;                  /* set by the engine: compressed length, or >= len when
                                           the block did not shrink (store it raw) */
+    int want_sums;                     /* the caller also wants the XXH32 checksums an LZ4
+                                          frame carries, computed on the compressing thread */
+    int sums_done;                     /* set by the engine when it computed them (software
+                                          always does when asked; a card's output may not) */
+    uint32_t src_sum;                  /* XXH32(src, len, 0) */
+    uint32_t out_sum;                  /* XXH32(dst, out_len, 0), when out_len < len */
 } eng_job;
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* The software pool: host threads compressing bricks with liblz4. */
 #include <errno.h>
 #include <lz4.h>
+#include <xxhash.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,11 @@ void eng_sw_compress_job(eng_job *job)
         out = LZ4_compress_default((const char *)job->src, (char *)job->dst, (int)job->len,
                                    (int)(job->dst_cap > INT32_MAX ? INT32_MAX : job->dst_cap));
     job->out_len = (out <= 0 || (uint32_t)out >= job->len) ? job->len : (uint32_t)out;
+    if (job->want_sums) {
+        job->src_sum = XXH32(job->src, job->len, 0);
+        job->out_sum = job->out_len < job->len ? XXH32(job->dst, job->out_len, 0) : 0;
+        job->sums_done = 1;
+    }
 }
 
 static void *eng_sw_worker(void *arg)

@@ -80,7 +80,7 @@ static int ff_zero_template(ff_file *f)
     uint8_t *out = malloc(eng_bound(f->bs));
     if (!out)
         return -ENOMEM;
-    eng_job j = {f->env->zeros, f->bs, out, eng_bound(f->bs), 0};
+    eng_job j = {.src = f->env->zeros, .len = f->bs, .dst = out, .dst_cap = eng_bound(f->bs)};
     eng_compress(f->env->eng, &j, 1);
     f->zero_comp = out;
     f->zero_comp_len = j.out_len;
@@ -119,9 +119,10 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
     for (uint64_t i = p->s; i < p->end; i++) {
         uint32_t j = p->job_at[i - p->s];
         if (j < p->n_jobs)
-            p->jobs[j] = (eng_job){f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
-                                   (uint32_t)ff_blen(f, i), p->comp + (size_t)j * p->comp_stride,
-                                   p->comp_stride, 0};
+            p->jobs[j] = (eng_job){
+                .src = f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
+                .len = (uint32_t)ff_blen(f, i), .dst = p->comp + (size_t)j * p->comp_stride,
+                .dst_cap = p->comp_stride, .want_sums = f->version == 2};
     }
     eng_submit(f->env->eng, p->jobs, p->n_jobs, &p->ticket);
     return 0;

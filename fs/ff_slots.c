@@ -41,6 +41,17 @@ static void ff2_frames_free(ff2_frames *fr)
     free(fr->buf);
 }
 
+/* The frame of a block the engine compressed, with the checksums its thread computed when it
+ * did (the writer's thread then only copies). */
+static uint32_t ff2_frame_of_job(const ff_file *f, const eng_job *jb, uint8_t *out)
+{
+    if (!jb->sums_done)
+        return (uint32_t)fmt2_frame_encode(out, f->bs, jb->src, jb->len, jb->dst, jb->out_len);
+    int raw = jb->out_len >= jb->len;
+    return (uint32_t)fmt2_frame_encode_sums(out, f->bs, jb->src, jb->len, jb->dst, jb->out_len,
+                                            raw ? jb->src_sum : jb->out_sum, jb->src_sum);
+}
+
 /* Encodes every changed block of [p->s, p->end) whose index is in [lo, hi). */
 static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t hi,
                       ff2_frames *fr)
@@ -74,9 +85,7 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
                 return rc;
             e->from_tail = 1;
         } else {
-            const eng_job *jb = &p->jobs[j];
-            e->frame_len = (uint32_t)fmt2_frame_encode(at, f->bs, jb->src, jb->len, jb->dst,
-                                                       jb->out_len);
+            e->frame_len = ff2_frame_of_job(f, &p->jobs[j], at);
         }
         at += e->frame_len;
         f->env->n.blocks_written++;

@@ -180,6 +180,7 @@ static void bn_make_jobs(bn_bench *b)
     memset(out, 0, out_bytes);   /* touch every page now: no page faults in the timed region */
     for (size_t i = 0; i < b->n_jobs; i++) {
         eng_job *j = &b->jobs[i];
+        *j = (eng_job){0};
         j->src = b->corpus.data + i * bs;
         j->len = i + 1 < b->n_jobs ? bs : (uint32_t)(b->corpus.len - i * bs);
         j->dst = out, j->dst_cap = eng_bound(j->len);

@@ -13,6 +13,7 @@
 #include "eng.h"
 
 #include <lz4.h>
+#include <xxhash.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ static eng_ctx *open_sw(unsigned threads)
 
 static void job_init(eng_job *job, const uint8_t *src, uint32_t len)
 {
+    *job = (eng_job){0};
     job->src = src;
     job->len = len;
     job->dst_cap = eng_bound(len);
@@ -214,7 +216,7 @@ static void *caller(void *p)
     uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(a->id + 1);
     enum { MAX_JOBS = 20, MAX_LEN = 70000 };
     uint8_t *src = malloc((size_t)MAX_JOBS * MAX_LEN);
-    eng_job jobs[MAX_JOBS];
+    eng_job jobs[MAX_JOBS] = {{0}};
     for (int i = 0; i < MAX_JOBS; i++) {
         jobs[i].dst_cap = eng_bound(MAX_LEN);
         jobs[i].dst = malloc(jobs[i].dst_cap);
@@ -274,6 +276,36 @@ static void test_concurrent_callers(void **state)
     eng_close(eng);
 }
 
+/* want_sums: both checksums an LZ4 frame carries come back with the job, equal to XXH32
+ * of the input and of the output (for a raw block only the input's); without it, none. */
+static void test_sums(void **state)
+{
+    eng_ctx *eng = open_sw(2);
+    uint8_t *text = malloc(MIB), *noise = malloc(MIB);
+    fill_text(text, MIB, 3);
+    fill_random(noise, MIB, 4);
+    eng_job jobs[3];
+    job_init(&jobs[0], text, MIB);
+    job_init(&jobs[1], noise, MIB);
+    job_init(&jobs[2], text, 1000);
+    jobs[0].want_sums = jobs[1].want_sums = 1;
+    eng_compress(eng, jobs, 3);
+    assert_true(jobs[0].sums_done && jobs[1].sums_done);
+    assert_false(jobs[2].sums_done);
+    assert_true(jobs[0].out_len < MIB);
+    assert_int_equal(jobs[0].src_sum, XXH32(text, MIB, 0));
+    assert_int_equal(jobs[0].out_sum, XXH32(jobs[0].dst, jobs[0].out_len, 0));
+    assert_int_equal(jobs[1].out_len, MIB);            /* raw: the input's sum is the block's */
+    assert_int_equal(jobs[1].src_sum, XXH32(noise, MIB, 0));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(job_check(&jobs[i]), 0);
+        free(jobs[i].dst);
+    }
+    free(text);
+    free(noise);
+    eng_close(eng);
+}
+
 static void test_stats_add_up(void **state)
 {
     eng_ctx *eng = open_sw(2);
@@ -322,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_queue_overflow),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_stats_add_up),
+        cmocka_unit_test(test_sums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
