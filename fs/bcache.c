@@ -67,8 +67,10 @@ int bc_get(bc_cache *bc, uint64_t file_id, uint64_t key, void *dst, uint32_t off
     return hit;
 }
 
-uint8_t *bc_claim(bc_cache *bc, uint32_t *slot)
+uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot)
 {
+    if (len > bc->slot_size)
+        return NULL;                   /* a file of a larger block size than the store's */
     pthread_mutex_lock(&bc->lock);
     bc_slot *s = NULL;
     for (uint32_t i = 0; i < bc->n_slots; i++)
@@ -88,7 +90,7 @@ uint8_t *bc_claim(bc_cache *bc, uint32_t *slot)
 void bc_publish(bc_cache *bc, uint32_t slot, uint64_t file_id, uint64_t key, uint32_t len)
 {
     pthread_mutex_lock(&bc->lock);
-    bc_slot *s = &bc->slots[slot], *old = bc_find(bc, file_id, key);
+    bc_slot *s = &bc->slots[slot], *old = len > bc->slot_size ? s : bc_find(bc, file_id, key);
     if (old && old->pins == 0)         /* decoded twice: the older copy goes */
         old->file_id = 0, old->used = 0;
     if (!old || old->pins == 0)

@@ -21,9 +21,11 @@ const uint8_t *bc_pin(bc_cache *bc, uint64_t file_id, uint64_t key, uint32_t off
                       uint32_t *slot);
 void bc_unpin(bc_cache *bc, uint32_t slot);
 /* Decoding straight into the cache: bc_claim takes the least recently used slot out of use
- * (pinned, named by nothing) and returns its block-sized buffer, NULL when every slot is
- * pinned; bc_publish names it, or bc_unpin gives it back unnamed after a failed decode. */
-uint8_t *bc_claim(bc_cache *bc, uint32_t *slot);
+ * (pinned, named by nothing) and returns its buffer of slot_size bytes, NULL when every slot
+ * is pinned or len does not fit (a file keeps the block size it was written with, which may
+ * be larger than the store's); bc_publish names it, or bc_unpin gives it back unnamed after
+ * a failed decode. */
+uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot);
 void bc_publish(bc_cache *bc, uint32_t slot, uint64_t file_id, uint64_t key, uint32_t len);
 uint32_t bc_slots(const bc_cache *bc);
 void bc_forget_file(bc_cache *bc, uint64_t file_id);

@@ -7,14 +7,19 @@
  *
  *   AH_FREE -> AH_QUEUED -> AH_TAKEN -> AH_DECODING -> AH_FREE
  *
- * A helper takes a queued job, then takes the file's io lock shared, as a reader does; only
- * then may it touch the backing descriptor. Whatever destroys stored bytes or reuses their
- * offsets holds that lock exclusive and calls ff_ahead_cancel first: queued jobs of the file
- * go, taken ones are marked and dropped by their helper once it gets the lock, and none can
- * be decoding. So a helper never decodes a frame that was retired, rewritten in place or
- * closed, and never puts bytes into the cache under an offset that names other bytes now.
- * A reader that wants a block a helper is decoding waits for it instead of decoding it
- * twice; a queued one it cancels and decodes itself. */
+ * A helper takes a queued job, then the file's io lock shared, as a reader does (or drops
+ * the job when a writer holds it); only then may it touch the backing descriptor. Whatever
+ * destroys stored bytes or reuses their offsets holds that lock exclusive and calls
+ * ff_ahead_cancel first: queued jobs of the file go, taken ones are marked and dropped by
+ * their helper once it has the lock, and none can be decoding. So a helper never decodes a
+ * frame that was retired, rewritten in place or closed, and never puts bytes into the cache
+ * under an offset that names other bytes now. A reader that wants a block a helper is
+ * decoding waits for it instead of decoding it twice; a queued one it takes back and decodes
+ * itself. A file whose block size is larger than the store's (the cache's slots) is not read
+ * ahead.
+ *
+ * Locks: the queue's lock (a->lock) is taken under a file's lock or io lock, and the cache's
+ * lock under it (bc_has); a helper holds none of them while it decodes. */
 #include "ff_internal.h"
 
 #include <errno.h>
@@ -61,13 +66,15 @@ static ah_job *ah_next_queued(ff_ahead *a)
 static void ah_run(ff_ahead *a, ah_job *j)
 {
     ff_file *f = j->f;
-    pthread_rwlock_rdlock(&f->io);
+    /* a writer holding the lock exclusive (a commit, a sync under it) would keep this
+     * helper from every other file's jobs: such a job is dropped, its reader decodes it */
+    int locked = pthread_rwlock_tryrdlock(&f->io) == 0;
     pthread_mutex_lock(&a->lock);
-    int go = !j->cancelled;
+    int go = locked && !j->cancelled;
     j->state = go ? AH_DECODING : j->state;
     pthread_mutex_unlock(&a->lock);
     uint32_t slot;
-    uint8_t *buf = go ? bc_claim(a->env->cache, &slot) : NULL;
+    uint8_t *buf = go ? bc_claim(a->env->cache, j->len, &slot) : NULL;
     /* a failure is the reader's to report: it decodes the block again itself */
     if (buf && ff_decode_quiet(f, j->off, j->word, buf, j->len) == 0) {
         bc_publish(a->env->cache, slot, f->id, j->off, j->len);
@@ -75,7 +82,8 @@ static void ah_run(ff_ahead *a, ah_job *j)
     } else if (buf) {
         bc_unpin(a->env->cache, slot);
     }
-    pthread_rwlock_unlock(&f->io);
+    if (locked)
+        pthread_rwlock_unlock(&f->io);
     pthread_mutex_lock(&a->lock);
     *j = (ah_job){0};
     pthread_cond_broadcast(&a->done);
@@ -148,6 +156,7 @@ static int ah_wanted(const ff_file *f, uint64_t b)
 {
     const ff_blk *k = &f->blk[b];
     return b < f->n_blocks && b < f->n_stored && k->state == FF_CLEAN &&
+           f->bs <= f->env->sb.block_size &&   /* a larger block fits no cache slot */
            !(k->off & FMT_ENTRY_ZERO) && !bc_has(f->env->cache, f->id, k->off);
 }
 
@@ -155,7 +164,8 @@ static int ah_wanted(const ff_file *f, uint64_t b)
 static int ah_queue_one(ff_ahead *a, ff_file *f, uint64_t b)
 {
     for (unsigned k = 0; k < AH_JOBS; k++)
-        if (a->jobs[k].state != AH_FREE && a->jobs[k].f == f && a->jobs[k].i == b)
+        if (a->jobs[k].state != AH_FREE && a->jobs[k].f == f && a->jobs[k].i == b &&
+            !a->jobs[k].cancelled)
             return 1;                  /* queued by an earlier read, not decoded yet */
     for (unsigned k = 0; k < AH_JOBS; k++) {
         ah_job *j = &a->jobs[k];
@@ -203,23 +213,24 @@ int ff_ahead_claim(ff_file *f, uint64_t off)
     ff_ahead *a = f->env->ahead;
     if (!a)
         return 0;
-    int waited = 0;
+    int rc = 0;
     pthread_mutex_lock(&a->lock);
     for (unsigned k = 0; k < AH_JOBS; k++) {
         ah_job *j = &a->jobs[k];
-        if (j->f != f || j->off != off)
+        if (j->f != f || j->off != off || j->cancelled)
             continue;
+        rc = j->state == AH_DECODING ? 1 : -1;
         if (j->state == AH_QUEUED)
             *j = (ah_job){0};
         else if (j->state == AH_TAKEN)
             j->cancelled = 1;          /* its helper may wait for the lock this reader holds */
         else
-            for (waited = 1; j->state == AH_DECODING && j->f == f && j->off == off;)
+            while (j->state == AH_DECODING && j->f == f && j->off == off)
                 pthread_cond_wait(&a->done, &a->lock);
         break;
     }
     pthread_mutex_unlock(&a->lock);
-    return waited;
+    return rc;
 }
 
 void ff_ahead_cancel(ff_file *f)

@@ -111,7 +111,8 @@ struct ff_env_s {
 /* A file's backing descriptor (ff_fds.c). */
 enum { FF_FD_HELD = 0, FF_FD_OPEN, FF_FD_PARKED };
 
-/* Lock order: ff_file.lock, then the cache's lock (inside bc_*), then the log's. */
+/* Lock order: ff_file.lock, then ff_file.io, then the read-ahead queue's lock (ff_ahead.c),
+ * then the cache's lock (inside bc_*), then the log's. */
 struct ff_file_s {
     ff_env *env;
     pthread_mutex_t lock;              /* serialises every call on this file */
@@ -230,7 +231,8 @@ void ff_ahead_free(ff_ahead *a);       /* accepts NULL */
  * gets the blocks after last queued for decoding into the cache. */
 void ff_ahead_plan(ff_file *f, uint64_t first, uint64_t last);
 /* A reader holding f->io shared is about to decode the block stored at off: 1 if a helper
- * was decoding it and has finished (look in the cache again); 0 to decode it itself. */
+ * was decoding it and has finished, 0 if no helper had it (either way the cache may hold
+ * it now); -1 if it was still waiting for a helper, which now leaves it to the reader. */
 int ff_ahead_claim(ff_file *f, uint64_t off);
 /* With f->io exclusive: no job of f will decode. */
 void ff_ahead_cancel(ff_file *f);

@@ -115,7 +115,7 @@ static int ff_read_memory(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, u
 static int ff_decode_part(ff_file *f, const ff_rjob *j)
 {
     uint32_t slot;
-    uint8_t *tmp = bc_claim(f->env->cache, &slot), *own = NULL;
+    uint8_t *tmp = bc_claim(f->env->cache, j->len, &slot), *own = NULL;
     if (!tmp && !(tmp = own = malloc(f->bs)))
         return -ENOMEM;                /* every cache slot is being sent: decode aside */
     int rc = ff_decode_entry(f, j->i, j->off, j->word, tmp, j->len);
@@ -136,7 +136,8 @@ static int ff_read_decode(ff_file *f, const ff_rjob *jobs, uint64_t n_jobs)
     int rc = 0;
     for (uint64_t k = 0; rc == 0 && k < n_jobs; k++) {
         const ff_rjob *j = &jobs[k];
-        if (ff_ahead_claim(f, j->off) &&
+        /* a helper may have decoded the block since the plan, or be finishing it */
+        if (ff_ahead_claim(f, j->off) >= 0 &&
             bc_get(f->env->cache, f->id, j->off, j->dst, j->boff, j->n)) {
             f->env->n.cache_hits++;
             continue;

@@ -7,7 +7,8 @@
 # in place and fsyncs, another reads the file with O_DIRECT (every read goes to the daemon)
 # and must never see a page older than one already fsynced, nor an I/O error; a file emptied
 # and written again under a reader never shows old bytes. No block is ever counted corrupt.
-# Runs at 64K and 1M blocks, and at 1M with mem_mb=16 (a cache of 8 blocks).
+# Runs at 64K and 1M blocks, and at 1M with mem_mb=16 (a cache of 8 blocks); then a file of
+# 1M blocks in a 64K store, whose blocks are larger than the cache's slots.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -184,7 +185,41 @@ run_size() {
     check "fsck clean ($tag)" "$FSCK" -n "$BACKING"
 }
 
+# A file keeps the block size it was written with: one of 1M blocks copied into a 64K store
+# is read through cache slots of 64K (it must not be decoded into them), sequentially, in
+# part and by several readers, before and after a rewrite through the mount.
+larger_blocks() {
+    BLOCK_SIZE=1M BACKING="$WS/store-big" MNT="$WS/mnt-big"
+    check "mount a 1M store" mount_store
+    gen_file "$WS/big-src" $((9 << 20)) mixed 9
+    cp "$WS/big-src" "$MNT/big"
+    check "unmount the 1M store" umount_store
+    BLOCK_SIZE=64K BACKING="$WS/store-small" MNT="$WS/mnt-small"
+    format_store "$BACKING" -b 64K >/dev/null
+    cp "$WS/store-big/big" "$BACKING/big"
+    check "mount the 64K store holding a 1M-block file" mount_store
+    check "a cold cat of the 1M-block file reads back" cmp "$WS/big-src" "$MNT/big"
+    check "a part of it reads back" cmp <(dd if="$MNT/big" bs=4096 skip=300 count=700 status=none) \
+        <(dd if="$WS/big-src" bs=4096 skip=300 count=700 status=none)
+    local i pids=() bad=0
+    for i in 1 2 3; do
+        cmp "$WS/big-src" "$MNT/big" &
+        pids+=($!)
+    done
+    for i in "${pids[@]}"; do
+        wait "$i" || bad=$((bad + 1))
+    done
+    check_eq "three readers of it at once read right" 0 "$bad"
+    printf 'REWRITTEN' | dd of="$MNT/big" bs=1 seek=5000000 conv=notrunc,fsync status=none
+    printf 'REWRITTEN' | dd of="$WS/big-src" bs=1 seek=5000000 conv=notrunc status=none
+    check "remount" remount
+    check "after a rewrite it reads back" cmp "$WS/big-src" "$MNT/big"
+    check_eq "no block counted corrupt" 0 "$(counter corrupt_blocks)"
+    check "unmount the 64K store" umount_store
+}
+
 run_size 64K
 run_size 1M
 run_size 1M mem_mb=16
+larger_blocks
 finish
