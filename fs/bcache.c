@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BC_NONE UINT32_MAX
+
 typedef struct {
-    uint64_t file_id;                  /* 0: slot empty */
+    uint64_t file_id;                  /* 0: slot empty (named by nothing) */
     uint64_t key;                      /* stored offset of the block in its file */
+    uint32_t next;                     /* the next named slot of its hash bucket, or BC_NONE */
     uint64_t used;                     /* clock value of the last use, for LRU */
     uint32_t len;                      /* decoded length */
     uint32_t pins;                     /* replies still sending data (bc_pin): the bytes
@@ -20,15 +23,28 @@ struct bc_cache_s {
     uint32_t n_slots;
     uint64_t clock;                    /* advances on every use */
     bc_slot *slots;
+    uint32_t *bucket;                  /* n_buckets chains of the named slots: a lookup costs
+                                          a chain, not every slot (a 64K store has 2,048) */
+    uint32_t n_buckets;                /* a power of two, at least n_slots */
 };
 
 bc_cache *bc_new(uint32_t slot_size, uint32_t n_slots)
 {
     bc_cache *bc = calloc(1, sizeof(*bc));
-    if (!bc || !(bc->slots = calloc(n_slots, sizeof(*bc->slots)))) {
+    if (!bc)
+        return NULL;
+    for (bc->n_buckets = 1; bc->n_buckets < n_slots; bc->n_buckets *= 2)
+        ;
+    bc->slots = calloc(n_slots ? n_slots : 1, sizeof(*bc->slots));
+    bc->bucket = malloc(bc->n_buckets * sizeof(*bc->bucket));
+    if (!bc->slots || !bc->bucket) {
+        free(bc->slots);
+        free(bc->bucket);
         free(bc);
         return NULL;
     }
+    for (uint32_t b = 0; b < bc->n_buckets; b++)
+        bc->bucket[b] = BC_NONE;
     pthread_mutex_init(&bc->lock, NULL);
     bc->slot_size = slot_size;
     bc->n_slots = n_slots;
@@ -42,16 +58,43 @@ void bc_free(bc_cache *bc)
     for (uint32_t i = 0; i < bc->n_slots; i++)
         free(bc->slots[i].data);
     free(bc->slots);
+    free(bc->bucket);
     pthread_mutex_destroy(&bc->lock);
     free(bc);
 }
 
+/* ---- the index: every named slot is on the chain of its (file, key)'s bucket ---- */
+
+static uint32_t *bc_chain(bc_cache *bc, uint64_t file_id, uint64_t key)
+{
+    uint64_t h = (file_id * 0x9E3779B97F4A7C15ull) ^ (key * 0xC2B2AE3D27D4EB4Full);
+    return &bc->bucket[(h ^ (h >> 29)) & (bc->n_buckets - 1)];
+}
+
 static bc_slot *bc_find(bc_cache *bc, uint64_t file_id, uint64_t key)
 {
-    for (uint32_t i = 0; i < bc->n_slots; i++)
+    for (uint32_t i = *bc_chain(bc, file_id, key); i != BC_NONE; i = bc->slots[i].next)
         if (bc->slots[i].file_id == file_id && bc->slots[i].key == key)
             return &bc->slots[i];
     return NULL;
+}
+
+/* Gives slot s the name (file_id, key), or no name with file_id 0; its chains follow. */
+static void bc_name(bc_cache *bc, bc_slot *s, uint64_t file_id, uint64_t key)
+{
+    uint32_t idx = (uint32_t)(s - bc->slots);
+    if (s->file_id) {
+        uint32_t *at = bc_chain(bc, s->file_id, s->key);
+        while (*at != idx)
+            at = &bc->slots[*at].next;
+        *at = s->next;
+    }
+    s->file_id = file_id, s->key = key, s->next = BC_NONE;
+    if (file_id) {
+        uint32_t *head = bc_chain(bc, file_id, key);
+        s->next = *head;
+        *head = idx;
+    }
 }
 
 int bc_get(bc_cache *bc, uint64_t file_id, uint64_t key, void *dst, uint32_t off, uint32_t len)
@@ -80,7 +123,8 @@ uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot)
         s->data = malloc(bc->slot_size);
     uint8_t *p = s ? s->data : NULL;
     if (p) {
-        *s = (bc_slot){0, 0, s->used, 0, 1, s->data};
+        bc_name(bc, s, 0, 0);
+        s->len = 0, s->pins = 1;
         *slot = (uint32_t)(s - bc->slots);
     }
     pthread_mutex_unlock(&bc->lock);
@@ -91,12 +135,16 @@ void bc_publish(bc_cache *bc, uint32_t slot, uint64_t file_id, uint64_t key, uin
 {
     pthread_mutex_lock(&bc->lock);
     bc_slot *s = &bc->slots[slot], *old = len > bc->slot_size ? s : bc_find(bc, file_id, key);
-    if (old && old->pins == 0)         /* decoded twice: the older copy goes */
-        old->file_id = 0, old->used = 0;
-    if (!old || old->pins == 0)
-        *s = (bc_slot){file_id, key, ++bc->clock, len, 0, s->data};
-    else
+    if (old && old->pins == 0) {       /* decoded twice: the older copy goes */
+        bc_name(bc, old, 0, 0);
+        old->used = 0;
+    }
+    if (!old || old->pins == 0) {
+        bc_name(bc, s, file_id, key);
+        s->used = ++bc->clock, s->len = len, s->pins = 0;
+    } else {
         s->pins = 0, s->used = 0;      /* an older copy is being sent: keep that one */
+    }
     pthread_mutex_unlock(&bc->lock);
 }
 
@@ -139,7 +187,9 @@ void bc_forget_file(bc_cache *bc, uint64_t file_id)
 {
     pthread_mutex_lock(&bc->lock);
     for (uint32_t i = 0; i < bc->n_slots; i++)
-        if (bc->slots[i].file_id == file_id)   /* a pinned one keeps its bytes for its */
-            bc->slots[i].file_id = 0, bc->slots[i].used = 0;   /* reply, under no name */
+        if (bc->slots[i].file_id == file_id) { /* a pinned one keeps its bytes for its */
+            bc_name(bc, &bc->slots[i], 0, 0);  /* reply, under no name */
+            bc->slots[i].used = 0;
+        }
     pthread_mutex_unlock(&bc->lock);
 }
