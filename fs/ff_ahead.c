@@ -233,13 +233,9 @@ int ff_ahead_claim(ff_file *f, uint64_t off)
     return rc;
 }
 
-void ff_ahead_cancel(ff_file *f)
+/* Called with a->lock held: f's queued jobs go, the others are marked for their helpers. */
+static void ah_cancel_locked(ff_ahead *a, const ff_file *f)
 {
-    ff_ahead *a = f->env->ahead;
-    f->ra_upto = 0;
-    if (!a)
-        return;
-    pthread_mutex_lock(&a->lock);
     for (unsigned k = 0; k < AH_JOBS; k++) {
         ah_job *j = &a->jobs[k];
         if (j->f == f && j->state == AH_QUEUED)
@@ -247,6 +243,16 @@ void ff_ahead_cancel(ff_file *f)
         else if (j->f == f)
             j->cancelled = 1;
     }
+}
+
+void ff_ahead_cancel(ff_file *f)
+{
+    ff_ahead *a = f->env->ahead;
+    f->ra_upto = 0;
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->lock);
+    ah_cancel_locked(a, f);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -256,12 +262,9 @@ void ff_ahead_forget(ff_file *f)
     if (!a)
         return;
     pthread_mutex_lock(&a->lock);
-    for (unsigned k = 0; k < AH_JOBS; k++) {
-        ah_job *j = &a->jobs[k];
-        if (j->f == f && j->state == AH_QUEUED)
-            *j = (ah_job){0};
-        while (j->f == f)
+    ah_cancel_locked(a, f);
+    for (unsigned k = 0; k < AH_JOBS; k++)
+        while (a->jobs[k].f == f)
             pthread_cond_wait(&a->done, &a->lock);
-    }
     pthread_mutex_unlock(&a->lock);
 }

@@ -39,7 +39,11 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t off, uint32_t word, uint8_t 
     return err;
 }
 
-int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint64_t len)
+/* Decodes stored block i into dst; report counts the block and counts and logs a failure
+ * (a reader's decode), else the caller reports nothing (read-ahead: the reader that wants
+ * the block decodes it again and reports). */
+static int ff_decode_block(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                           uint64_t len, int report)
 {
     if (off & FMT_ENTRY_ZERO) {
         memset(dst, 0, len);
@@ -48,31 +52,29 @@ int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint6
     uint64_t at;
     int rc;
     fmt_error err = ff_decode_raw(f, off, word, dst, len, &at, &rc);
-    return rc < 0 ? rc : err != FMT_OK ? -EIO : 0;
-}
-
-/* As ff_decode_quiet, and a failure is counted and logged. */
-static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
-                           uint64_t len)
-{
-    if (off & FMT_ENTRY_ZERO) {
-        memset(dst, 0, len);
+    if (rc == 0 && err == FMT_OK) {
+        if (report)
+            f->env->n.blocks_decoded++;
         return 0;
     }
-    uint64_t at;
-    int rc;
-    fmt_error err = ff_decode_raw(f, off, word, dst, len, &at, &rc);
-    if (rc == -ENOMEM)
-        return rc;
-    if (rc < 0 || err != FMT_OK) {
+    if (report && rc != -ENOMEM) {
         f->env->n.corrupt_blocks++;
         lg_printf(f->env->log, LG_ERR, "%s: block %llu at offset %llu: %s", ff_name(f),
                   (unsigned long long)i, (unsigned long long)at,
                   rc < 0 ? "read failed" : fmt_error_name(err));
-        return rc < 0 ? rc : -EIO;
     }
-    f->env->n.blocks_decoded++;
-    return 0;
+    return rc < 0 ? rc : -EIO;
+}
+
+int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint64_t len)
+{
+    return ff_decode_block(f, 0, off, word, dst, len, 0);
+}
+
+static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                           uint64_t len)
+{
+    return ff_decode_block(f, i, off, word, dst, len, 1);
 }
 
 int ff_decode(ff_file *f, uint64_t i, uint8_t *dst)
