@@ -74,6 +74,10 @@ typedef struct {
 
 /* ---- bench_proc.c ---- */
 
+/* fpgalz4fs and mkfpgalz4fs beside this program, into DAEMON and MKFS (BN_PATH bytes each);
+ * -1 with a message when either is missing. */
+int bn_find_binaries(char *daemon, char *mkfs);
+
 /* Runs argv (PATH search) with stdin from /dev/null and stdout into out (NULL: /dev/null),
  * stderr inherited; *secs (may be NULL) gets its wall time. Returns its exit status,
  * 128+signal, or -1 when it could not start. */
@@ -131,6 +135,10 @@ int bn_par_main(int argc, char **argv);
 const char *bn_pt_build(const char *work, const char *src, char *bin, char *used);
 
 /* ---- bench_corpus.c ---- */
+
+/* PATH gets the first MIB MiB of the Linux source tar, or generated text when SYNTHETIC or
+ * without the tar; WHAT (CAP bytes) says which, for the reports. */
+int bn_make_source(const char *path, size_t mib, int synthetic, char *what, size_t cap);
 
 typedef struct {
     uint8_t *data;

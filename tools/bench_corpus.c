@@ -234,3 +234,21 @@ int bn_tree_generate(const char *dir, unsigned n)
     free(g);
     return rc;
 }
+
+int bn_make_source(const char *path, size_t mib, int synthetic, char *what, size_t cap)
+{
+    char cmd[2 * BN_PATH];
+    if (!synthetic && access(BN_LINUX_TAR, R_OK) == 0) {
+        snprintf(cmd, sizeof(cmd), "xz -dc '%s' | head -c %zu > '%s'", BN_LINUX_TAR,
+                 mib * BN_MIB, path);
+        if (bn_sh(cmd) != 0)
+            return bn_fail("cannot unpack the Linux source tar into", path);
+        snprintf(what, cap, "the first %zu MiB of the Linux 6.1 source tar (`xz -dc %s | "
+                 "head -c %zu`)", mib, BN_LINUX_TAR, mib * BN_MIB);
+        return 0;
+    }
+    if (bn_corpus_write_generated(path, mib) != 0)
+        return -1;
+    snprintf(what, cap, "%zu MiB of generated log-like text (fixed seed)", mib);
+    return 0;
+}

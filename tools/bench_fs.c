@@ -329,20 +329,6 @@ static int bn_timed(bn_fs *b, int k, char *const argv[], const char *out, double
 
 /* ---- preparation: work directory, corpus, tree, store ---- */
 
-static int bn_find_binaries(bn_fs *b)
-{
-    char self[BN_PATH];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return bn_fail("cannot find this program's directory", NULL);
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    bn_path(b->daemon, self, "fpgalz4fs");
-    bn_path(b->mkfs, self, "mkfpgalz4fs");
-    if (access(b->daemon, X_OK) != 0 || access(b->mkfs, X_OK) != 0)
-        return bn_fail("fpgalz4fs and mkfpgalz4fs must be built next to this program", self);
-    return 0;
-}
 
 static int bn_make_workdir(bn_fs *b)
 {
@@ -372,21 +358,8 @@ static int bn_use_linux(const bn_fs *b)
 
 static int bn_prep_big(bn_fs *b)
 {
-    char cmd[2 * BN_PATH];
-    if (bn_use_linux(b)) {
-        snprintf(cmd, sizeof(cmd), "xz -dc '%s' | head -c %zu > '%s'", BN_LINUX_TAR,
-                 b->o.mib * BN_MIB, b->big);
-        if (bn_sh(cmd) != 0)
-            return -1;
-        snprintf(b->big_what, sizeof(b->big_what), "the first %zu MiB of the Linux 6.1 "
-                 "source tar (`xz -dc %s | head -c %zu`)", b->o.mib, BN_LINUX_TAR,
-                 b->o.mib * BN_MIB);
-    } else {
-        if (bn_corpus_write_generated(b->big, b->o.mib) != 0)
-            return -1;
-        snprintf(b->big_what, sizeof(b->big_what), "%zu MiB of generated log-like text "
-                 "(fixed seed)", b->o.mib);
-    }
+    if (bn_make_source(b->big, b->o.mib, b->o.synthetic, b->big_what, sizeof(b->big_what)) != 0)
+        return -1;
     b->big_len = bn_size(b->big);
     return b->big_len > 0 ? 0 : bn_fail("the large file came out empty", b->big);
 }
@@ -1204,7 +1177,7 @@ int bn_fs_main(int argc, char **argv)
     if (getloadavg(&b.load[0], 1) != 1)
         b.load[0] = -1;
     bn_cleanup_init();
-    if (bn_find_binaries(&b) != 0 || bn_make_workdir(&b) != 0)
+    if (bn_find_binaries(b.daemon, b.mkfs) != 0 || bn_make_workdir(&b) != 0)
         return BN_EXIT_FAIL;
     fprintf(stderr, BN_NAME ": work directory %s\n", b.work);
     rc = bn_fs_parts_run(&b);

@@ -147,26 +147,10 @@ static int bn_par_args(int argc, char **argv, bn_popts *o)
 
 /* ---- preparation ---- */
 
-static int bn_par_binaries(bn_par *b)
-{
-    char self[BN_PATH];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n <= 0)
-        return bn_fail("cannot find this program's directory", NULL);
-    self[n] = '\0';
-    *strrchr(self, '/') = '\0';
-    bn_path(b->daemon, self, "fpgalz4fs");
-    bn_path(b->mkfs, self, "mkfpgalz4fs");
-    if (access(b->daemon, X_OK) != 0 || access(b->mkfs, X_OK) != 0)
-        return bn_fail("fpgalz4fs and mkfpgalz4fs must be built next to this program", self);
-    return 0;
-}
-
 /* The work directory, the source file (mapped: every writer writes from the same pages) and
  * passthrough_ll. */
 static int bn_par_prepare(bn_par *b)
 {
-    char cmd[2 * BN_PATH];
     snprintf(b->work, sizeof(b->work), "%s/fpgalz4fs-bench.XXXXXX", b->o.workdir);
     if (!mkdtemp(b->work))
         return bn_fail("cannot make a work directory under", b->o.workdir);
@@ -177,18 +161,8 @@ static int bn_par_prepare(bn_par *b)
     bn_path(b->ptdir, b->work, "pt-backing");
     if (bn_mkdirs(b->m.mnt) != 0 || bn_mkdirs(b->ptdir) != 0)
         return bn_fail(strerror(errno), b->work);
-    if (!b->o.synthetic && access(BN_LINUX_TAR, R_OK) == 0) {
-        snprintf(cmd, sizeof(cmd), "xz -dc '%s' | head -c %zu > '%s'", BN_LINUX_TAR,
-                 b->o.mib * BN_MIB, b->src);
-        if (bn_sh(cmd) != 0)
-            return bn_fail("cannot unpack the Linux source tar into", b->src);
-        snprintf(b->what, sizeof(b->what), "the first %zu MiB of the Linux 6.1 source tar",
-                 b->o.mib);
-    } else {
-        if (bn_corpus_write_generated(b->src, b->o.mib) != 0)
-            return -1;
-        snprintf(b->what, sizeof(b->what), "%zu MiB of generated log-like text", b->o.mib);
-    }
+    if (bn_make_source(b->src, b->o.mib, b->o.synthetic, b->what, sizeof(b->what)) != 0)
+        return -1;
     int fd = open(b->src, O_RDONLY);
     b->len = (size_t)bn_size(b->src);
     void *p = fd < 0 || b->len == 0
@@ -227,23 +201,32 @@ static int bn_par_up(bn_par *b, int rival, int fresh)
     return bn_mount_up(&b->m, b->daemon, opts);
 }
 
-/* One counter of the mount's user.fpgalz4fs.stats; -1 if there is none (passthrough_ll). */
-static double bn_par_stat(bn_par *b, const char *key)
+/* The mount's user.fpgalz4fs.stats into text; 0, or -1 when there is none (passthrough_ll). */
+static int bn_par_stats(const bn_par *b, char *text, size_t cap)
 {
-    char text[8192], want[64];
-    ssize_t n = getxattr(b->m.mnt, "user.fpgalz4fs.stats", text, sizeof(text) - 1);
+    ssize_t n = getxattr(b->m.mnt, "user.fpgalz4fs.stats", text, cap - 1);
     if (n <= 0)
         return -1;
     text[n] = '\0';
-    if (!strcmp(key, "backend")) {
-        char *v = strstr(text, "backend=");
-        if (v)
-            snprintf(b->backend, sizeof(b->backend), "%.*s", (int)strcspn(v + 8, "\n"), v + 8);
-        return 0;
-    }
+    return 0;
+}
+
+/* One counter of the stats; -1 if there is none. */
+static double bn_par_stat(const bn_par *b, const char *key)
+{
+    char text[8192], want[64];
     snprintf(want, sizeof(want), "\n%s=", key);
-    char *v = strstr(text, want);
+    char *v = bn_par_stats(b, text, sizeof(text)) == 0 ? strstr(text, want) : NULL;
     return v ? strtod(v + strlen(want), NULL) : -1;
+}
+
+/* The engine the daemon reports it runs ("sw", "cuda", ...), into b->backend. */
+static void bn_par_backend(bn_par *b)
+{
+    char text[8192];
+    char *v = bn_par_stats(b, text, sizeof(text)) == 0 ? strstr(text, "backend=") : NULL;
+    if (v)
+        snprintf(b->backend, sizeof(b->backend), "%.*s", (int)strcspn(v + 8, "\n"), v + 8);
 }
 
 /* ---- the processes ---- */
@@ -330,7 +313,7 @@ static int bn_par_round(bn_par *b, int rival, unsigned k)
     double wr = bn_par_run(b, n, 1);
     double idle1 = bn_par_stat(b, "card_idle_us");
     if (rival == BN_PAR_FS)
-        bn_par_stat(b, "backend");
+        bn_par_backend(b);
     if (bn_mount_down(&b->m) != 0 || wr < 0)
         return bn_fail(wr < 0 ? "a writer failed in" : "cannot unmount", b->m.mnt);
     if (rival == BN_PAR_FS && idle0 >= 0 && idle1 >= 0 && strcmp(b->backend, "sw") != 0)
@@ -434,7 +417,10 @@ int bn_par_main(int argc, char **argv)
     }
     b->t_start = bn_clock(CLOCK_MONOTONIC);
     bn_cleanup_init();
-    rc = bn_par_binaries(b) == 0 && bn_par_prepare(b) == 0 && bn_par_measure(b) == 0 ? 0 : -1;
+    rc = bn_find_binaries(b->daemon, b->mkfs) == 0 && bn_par_prepare(b) == 0 &&
+                 bn_par_measure(b) == 0
+             ? 0
+             : -1;
     if (rc == 0) {
         bn_par_report(stdout, b);
         rc = bn_mkdirs(b->o.results) != 0 ||

@@ -414,3 +414,18 @@ int bn_loop_down(bn_loop *l)
     }
     return rc;
 }
+
+int bn_find_binaries(char *daemon, char *mkfs)
+{
+    char self[BN_PATH];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return bn_fail("cannot find this program's directory", NULL);
+    self[n] = '\0';
+    *strrchr(self, '/') = '\0';
+    bn_path(daemon, self, "fpgalz4fs");
+    bn_path(mkfs, self, "mkfpgalz4fs");
+    if (access(daemon, X_OK) != 0 || access(mkfs, X_OK) != 0)
+        return bn_fail("fpgalz4fs and mkfpgalz4fs must be built next to this program", self);
+    return 0;
+}
