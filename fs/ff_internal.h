@@ -75,13 +75,17 @@ typedef struct {
                                           written (a full disk): they are redone before
                                           anything else touches the file */
     uint64_t jp_n, jp_tail;            /* that footer's block count and tail */
+    int paired;                        /* the file ends with the footer pair (FORMAT.md
+                                          11.6) of eof, whose journal area begins at area */
+    int place;                         /* the place (0, 1) of the pair's newer footer */
+    uint64_t area;
     uint32_t zsum;                     /* XXH32 of a whole block of zeros, once known */
 } ff2_state;
 
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
-        readahead_blocks;
+        readahead_blocks, pair_commits;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bcache.h"
@@ -309,7 +310,7 @@ static fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, ui
                               uint64_t j_len, uint64_t fresh)
 {
     return (fmt2_footer){size, (size + f->bs - 1) / f->bs, tail, j_off, j_len, f->v2.seq + 1,
-                         fresh};
+                         fresh, 0};
 }
 
 /* Drops the journal: the footer goes right after the slots again. */
@@ -319,7 +320,7 @@ static int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
     int rc = fmt2_footer_write(f->fd, tail, &ft);
     if (rc == 0)
         f->v2.seq++, f->v2.disk_fresh = fresh, f->v2.eof = tail + FMT2_FOOTER_LEN,
-        f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0;
+        f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0;
     return rc;
 }
 
@@ -356,7 +357,7 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
         f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.eof = at + jlen + FMT2_FOOTER_LEN,
         f->v2.j_off = at,
         f->v2.j_len = jlen, f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n,
-        f->v2.jp_tail = t->tail;
+        f->v2.jp_tail = t->tail, f->v2.paired = 0;
     if (rc == 0 && sync)
         rc = ff2_sync(f);
     if (rc == 0)
@@ -379,6 +380,109 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     }
     if (rc == 0)
         f->v2.j_pending = 0;
+    return rc;
+}
+
+/* ---- the footer pair (FORMAT.md 11.6) ---- */
+
+/* The largest journal that goes into the pair's area, which holds two and some slack. */
+#define FF2_PAIR_JOURNAL_MAX(bs) ((uint64_t)(bs) / 4)
+#define FF2_PAIR_SLACK 4096u
+
+/* Whether this commit's journal goes into the footer pair: the commit syncs anyway (it is
+ * durable or rewrites a promised block), rewrites committed blocks and nothing else (an
+ * appended slot would land in the area), and its journal is small. */
+static int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    if (t->shrink || t->n != f->n_stored || !fr->n || fr->v[fr->n - 1].block >= f->n_stored)
+        return 0;
+    uint32_t n_j;
+    int promised;
+    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
+    int yes = e && (t->durable || promised) &&
+              fmt2_journal_len(e, n_j) <= FF2_PAIR_JOURNAL_MAX(f->bs);
+    free(e);
+    return yes;
+}
+
+/* Where a journal of jlen bytes fits in the pair's area without touching the journal of the
+ * commit before, which is live until this commit's sync: in front of it or behind it. 0:
+ * nowhere. */
+static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
+{
+    if (!f->v2.paired)
+        return 0;
+    if (f->v2.area + jlen <= f->v2.j_off)
+        return f->v2.area;
+    if (f->v2.j_off + f->v2.j_len + jlen <= f->v2.eof - FMT2_PAIR_LEN)
+        return f->v2.j_off + f->v2.j_len;
+    return 0;
+}
+
+/* A new area and pair behind the slots, with room for two journals of jlen bytes. The pair
+ * goes past the file's present end, where both places read as zeros, so that no footer of
+ * an earlier layout can be taken for one of it; a live journal is synced first, since the
+ * new one may overwrite it. */
+static int ff2_pair_lay_out(ff_file *f, uint64_t jlen)
+{
+    struct stat st;
+    int rc = f->v2.j_live ? ff2_sync(f) : 0;
+    if (rc == 0 && fstat(f->fd, &st) < 0)
+        rc = -errno;
+    /* The footer that ends the file now, if one does, lies in the gap behind the slots, where
+     * a later footer written at the tail may land exactly over it. Were that write lost and
+     * the cut after it kept, this one would end the file again, naming slots that changed
+     * since. It is zeroed here, on the disk with the pair commit's sync. */
+    if (rc == 0 && (uint64_t)st.st_size >= f->v2.tail + FMT2_FOOTER_LEN)
+        rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
+    if (rc < 0)
+        return rc;
+    uint64_t area = fmt2_slot_off(f->bs, f->n_stored), end = area + 2 * jlen + FF2_PAIR_SLACK;
+    if (end < (uint64_t)st.st_size)
+        end = (uint64_t)st.st_size;
+    f->v2.paired = 0, f->v2.area = area, f->v2.place = 0;
+    f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
+    return 0;
+}
+
+/* A durable in-place commit through the pair: journal into the area, beside the one the
+ * commit before synced; footer into the other place; one sync; that older footer cleared
+ * (its journal is dead from here; the clearing is on the disk before anything overwrites
+ * that journal, since that waits for the next sync); then the slots. */
+static int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    uint32_t n_j;
+    int promised;
+    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
+    if (!e)
+        return -ENOMEM;
+    uint64_t jlen = fmt2_journal_len(e, n_j), at = ff2_pair_room(f, jlen);
+    int rc = ff2_reserve_slots(f, e, n_j);
+    if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, jlen)) == 0)
+        at = f->v2.area;
+    if (rc == 0)
+        rc = ff2_write_journal(f, e, n_j, at, &jlen);
+    free(e);
+    int place = 1 - f->v2.place;
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
+    ft.paired = 1;
+    if (rc == 0)
+        rc = fmt2_place_write(f->fd, f->v2.eof, place, &ft);
+    if (rc == 0)
+        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = at, f->v2.j_len = jlen,
+        f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail,
+        f->v2.paired = 1, f->v2.place = place;
+    if (rc == 0 && (rc = ff2_sync(f)) == 0) {
+        f->v2.j_live = 1;
+        f->env->n.pair_commits++;
+        rc = fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
+    }
+    if (rc == 0)
+        rc = ff2_write_in_place(f, fr, t->n, t->tail);
+    if (rc == 0)
+        f->v2.j_pending = 0;
+    else                               /* the next commit lays the pair out anew, past it */
+        f->v2.paired = 0;
     return rc;
 }
 
@@ -443,16 +547,19 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
         return redo;
     ff2_target t = {p->end, p->size, 0, 0, p->end < f->n_stored, durable, 0};
     int rc = ff2_encode(f, p, 0, UINT64_MAX, &fr);
-    if (rc == 0 && f->v2.j_live)       /* the old journal may be overwritten from here */
-        rc = ff2_sync(f);
     if (rc == 0)
         rc = ff2_new_tail(f, &fr, t.n, &t.tail);
     int in_place = fr.n && fr.v[0].block < f->n_stored;
     t.fresh = ff2_fresh_after(f, &fr, t.n, durable);
     t.fresh_pre = ff2_fresh_after(f, &fr, t.n, 0);
-    if (rc == 0)
+    int pair = rc == 0 && ff2_pair_wanted(f, &fr, &t);
+    if (rc == 0 && !pair && f->v2.j_live)  /* the old journal may be overwritten from here */
+        rc = ff2_sync(f);
+    if (rc == 0 && !pair)
         rc = ff2_write_appends(f, &fr, t.n, t.tail);
-    if (rc == 0 && (in_place || t.shrink)) {
+    if (rc == 0 && pair) {
+        rc = ff2_commit_pair(f, &fr, &t);
+    } else if (rc == 0 && (in_place || t.shrink)) {
         rc = ff2_commit_journal(f, &fr, &t);
     } else if (rc == 0) {
         rc = ff2_settle(f, t.size, t.tail, t.fresh_pre);
@@ -487,7 +594,7 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
     if (rc == 0) {
         ff2_adopt(f, &fr, &t);
         f->v2.eof = t.tail;
-        f->v2.footerless = 1;
+        f->v2.footerless = 1, f->v2.paired = 0;
     }
     ff2_frames_free(&fr);
     return rc;
@@ -524,7 +631,7 @@ static void ff2_use_journal(ff_file *f, const fmt2_recovery *r)
             b->off |= FMT_ENTRY_ZERO;
             continue;
         }
-        b->off = r->ft.j_off + (uint64_t)(e->frame - r->jbuf) + FMT_FRAME_HEADER_LEN;
+        b->off = r->jat[k] + FMT_FRAME_HEADER_LEN;
         b->word = fmt_get32(e->frame + FMT_FRAME_HEADER_LEN);
     }
 }
@@ -593,14 +700,14 @@ int ff2_load(ff_file *f, uint64_t file_len)
 size_t ff2_new_file(const ff_env *env, uint8_t *out)
 {
     fmt2_marker_encode(env->sb.block_size, env->sb.uuid, out);
-    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
+    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
     fmt2_footer_encode(&ft, out + FMT_MARKER_LEN);
     return FMT_MARKER_LEN + FMT2_FOOTER_LEN;
 }
 
 void ff2_set_new(ff_file *f)
 {
-    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
+    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
     ff2_set_state(f, &ft, FMT_MARKER_LEN + FMT2_FOOTER_LEN);
 }
 
@@ -612,7 +719,7 @@ int ff2_empty(ff_file *f)
         return -errno;
     if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
         return -errno;
-    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, f->v2.seq + 1, 0};
+    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, f->v2.seq + 1, 0, 0};
     int rc = fmt2_footer_write(f->fd, FMT_MARKER_LEN, &ft);
     if (rc == 0)
         ff2_set_state(f, &ft, FMT_MARKER_LEN + FMT2_FOOTER_LEN);
@@ -654,10 +761,10 @@ void ff2_rollback(ff_file *f)
 {
     if (f->v2.j_pending || f->v2.j_live)
         return;
-    fmt2_footer ft = {f->v2.size, f->n_stored, f->v2.tail, 0, 0, f->v2.seq + 1, f->v2.fresh};
+    fmt2_footer ft = {f->v2.size, f->n_stored, f->v2.tail, 0, 0, f->v2.seq + 1, f->v2.fresh, 0};
     if (fmt2_footer_write(f->fd, f->v2.tail, &ft) == 0) {
         f->v2.seq++, f->v2.eof = f->v2.tail + FMT2_FOOTER_LEN, f->v2.footerless = 0;
-        f->v2.j_off = f->v2.j_len = 0;
+        f->v2.j_off = f->v2.j_len = 0, f->v2.paired = 0;
     }
 }
 

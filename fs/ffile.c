@@ -56,6 +56,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->fd_closes = env->n.fd_closes, o->fd_reopens = env->n.fd_reopens;
     o->tail_blocks = env->n.tail_blocks, o->tail_bytes_kept = env->n.tail_bytes_kept;
     o->readahead_blocks = env->n.readahead_blocks;
+    o->pair_commits = env->n.pair_commits;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)

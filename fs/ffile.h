@@ -144,6 +144,7 @@ typedef struct {
     uint64_t tail_blocks;              /* last blocks compressed by the tail compressor */
     uint64_t tail_bytes_kept;          /* of their bytes, those carried over, not compressed */
     uint64_t readahead_blocks;         /* blocks decoded ahead of a sequential reader */
+    uint64_t pair_commits;             /* durable commits through the footer pair: one sync */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

@@ -189,7 +189,7 @@ void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN])
     fmt_put64(out + 32, ft->j_len);
     fmt_put64(out + 40, ft->seq);
     fmt_put64(out + 48, ft->fresh);
-    fmt_put32(out + 56, 2);
+    fmt_put32(out + 56, ft->paired ? FMT2_FOOTER_PAIRED : FMT2_FOOTER_V2);
     fmt_put32(out + 60, XXH32(out + 8, 52, 0));
 }
 
@@ -208,21 +208,51 @@ static int fmt2_footer_sane(const fmt2_footer *ft, uint32_t bs, uint64_t start)
            ft->j_off <= start - ft->j_len;
 }
 
+/* The footer in b whose journal must end by start, if it is valid and of this version. */
+static int fmt2_footer_parse(const uint8_t *b, uint32_t bs, uint64_t start, uint32_t version,
+                             fmt2_footer *ft)
+{
+    if (fmt_get32(b) != FMT_SKIP_FOOTER2 || fmt_get32(b + 4) != FMT2_FOOTER_PAYLOAD ||
+        fmt_get32(b + 56) != version || fmt_get32(b + 60) != XXH32(b + 8, 52, 0))
+        return 0;
+    uint64_t size = fmt_get64(b + 8);
+    *ft = (fmt2_footer){size, (size + bs - 1) / bs, fmt_get64(b + 16), fmt_get64(b + 24),
+                        fmt_get64(b + 32), fmt_get64(b + 40), fmt_get64(b + 48),
+                        version == FMT2_FOOTER_PAIRED};
+    return fmt2_footer_sane(ft, bs, start);
+}
+
 fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft)
 {
     uint8_t b[FMT2_FOOTER_LEN];
     if (file_len < FMT_MARKER_LEN + FMT2_FOOTER_LEN)
         return FMT_ERR_NO_TRAILER;
-    int rc = fmt_pread_all(fd, b, sizeof(b), file_len - FMT2_FOOTER_LEN);
-    if (rc < 0)
+    if (fmt_pread_all(fd, b, sizeof(b), file_len - FMT2_FOOTER_LEN) < 0)
         return FMT_ERR_IO;
-    if (fmt_get32(b) != FMT_SKIP_FOOTER2 || fmt_get32(b + 4) != FMT2_FOOTER_PAYLOAD ||
-        fmt_get32(b + 56) != 2 || fmt_get32(b + 60) != XXH32(b + 8, 52, 0))
-        return FMT_ERR_NO_TRAILER;
-    uint64_t size = fmt_get64(b + 8);
-    *ft = (fmt2_footer){size, (size + bs - 1) / bs, fmt_get64(b + 16), fmt_get64(b + 24),
-                        fmt_get64(b + 32), fmt_get64(b + 40), fmt_get64(b + 48)};
-    return fmt2_footer_sane(ft, bs, file_len - FMT2_FOOTER_LEN) ? FMT_OK : FMT_ERR_NO_TRAILER;
+    return fmt2_footer_parse(b, bs, file_len - FMT2_FOOTER_LEN, FMT2_FOOTER_V2, ft)
+               ? FMT_OK
+               : FMT_ERR_NO_TRAILER;
+}
+
+fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[2], int *n)
+{
+    uint8_t b[FMT2_PAIR_LEN];
+    *n = 0;
+    if (file_len < FMT_MARKER_LEN + FMT2_PAIR_LEN || file_len % FMT2_PAIR_LEN)
+        return FMT_OK;
+    if (fmt_pread_all(fd, b, sizeof(b), file_len - FMT2_PAIR_LEN) < 0)
+        return FMT_ERR_IO;
+    for (int k = 0; k < 2; k++) {
+        fmt2_footer t;         /* a paired footer always names the journal of its commit */
+        if (fmt2_footer_parse(b + k * FMT2_FOOTER_LEN, bs, file_len - FMT2_PAIR_LEN,
+                              FMT2_FOOTER_PAIRED, &t) && t.j_len)
+            ft[(*n)++] = t;
+    }
+    if (*n == 2 && ft[0].seq > ft[1].seq) {
+        fmt2_footer t = ft[0];
+        ft[0] = ft[1], ft[1] = t;
+    }
+    return FMT_OK;
 }
 
 int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft)
@@ -233,6 +263,14 @@ int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft)
     if (rc == 0 && ftruncate(fd, (off_t)(off + sizeof(b))) < 0)
         rc = -errno;
     return rc;
+}
+
+int fmt2_place_write(int fd, uint64_t eof, int k, const fmt2_footer *ft)
+{
+    uint8_t b[FMT2_FOOTER_LEN] = {0};
+    if (ft)
+        fmt2_footer_encode(ft, b);
+    return fmt_pwrite_all(fd, b, sizeof(b), fmt2_place_off(eof, k));
 }
 
 size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n)
@@ -399,32 +437,80 @@ static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t
     return fmt_pread_all(fd, tmp, (size_t)n, at) == 0 && memcmp(tmp, want, (size_t)n) == 0;
 }
 
+/* Rewrites the slots that differ from the journal's entries e (ft says where each ends). */
+static fmt_error fmt2_replay_entries(int fd, uint32_t bs, int write, uint32_t zsum,
+                                     const fmt2_footer *ft, const fmt2_jentry *e, uint32_t n,
+                                     uint32_t *replayed)
+{
+    uint8_t *tmp = malloc(2 * fmt2_slot_len(bs));
+    fmt_error err = tmp ? FMT_OK : FMT_ERR_NOMEM;
+    for (uint32_t k = 0; err == FMT_OK && k < n; k++) {
+        uint32_t sum = e[k].frame ? 0 : e[k].len == bs && zsum ? zsum : fmt2_zero_sum(e[k].len);
+        uint64_t end = fmt2_slot_end(bs, e[k].block, ft);
+        if (fmt2_slot_matches(fd, bs, &e[k], sum, end, tmp + fmt2_slot_len(bs), tmp))
+            continue;
+        (*replayed)++;
+        if (write && fmt2_write_slot(fd, bs, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
+                                     sum, end, NULL) < 0)
+            err = FMT_ERR_IO;
+    }
+    free(tmp);
+    return err;
+}
+
+/* A journal's entries, and where its frames lie in the file. */
+typedef struct {
+    const fmt2_jentry *e;
+    uint32_t n;
+    uint64_t off;
+    const uint8_t *buf;
+} fmt2_jview;
+
+/* What a reader that does not write takes from the journals: their entries by block, the
+ * newer journal's where both hold the block. */
+static fmt_error fmt2_take_entries(fmt2_recovery *r, fmt2_jview nw, fmt2_jview old)
+{
+    uint32_t cap = nw.n + old.n, i = 0, j = 0, k = 0;
+    r->je = calloc(cap ? cap : 1, sizeof(*r->je));
+    r->jat = calloc(cap ? cap : 1, sizeof(*r->jat));
+    if (!r->je || !r->jat)
+        return FMT_ERR_NOMEM;
+    while (i < nw.n || j < old.n) {
+        int newer = j >= old.n || (i < nw.n && nw.e[i].block <= old.e[j].block);
+        const fmt2_jview *v = newer ? &nw : &old;
+        const fmt2_jentry *x = newer ? &nw.e[i++] : &old.e[j++];
+        if (newer && j < old.n && old.e[j].block == x->block)
+            j++;
+        r->je[k] = *x;
+        r->jat[k++] = x->frame ? v->off + (uint64_t)(x->frame - v->buf) : 0;
+    }
+    r->jn = k;
+    return FMT_OK;
+}
+
+static fmt_error fmt2_journal_of(int fd, uint32_t bs, const fmt2_footer *ft, uint8_t **buf,
+                                 fmt2_jentry **e, uint32_t *n)
+{
+    return fmt2_journal_read(fd, ft->j_off, ft->j_len, ft->seq, bs, ft->n_blocks, buf, e, n);
+}
+
 /* A commit stopped between its footer and the last of its slots: redo the slots that differ
  * from its journal. */
 static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2_recovery *r)
 {
-    const fmt2_footer *ft = &r->ft;
-    fmt_error err = fmt2_journal_read(fd, ft->j_off, ft->j_len, ft->seq, bs, ft->n_blocks,
-                                      &r->jbuf, &r->je, &r->jn);
+    fmt2_jentry *e = NULL;
+    uint32_t n = 0;
+    fmt_error err = fmt2_journal_of(fd, bs, &r->ft, &r->jbuf, &e, &n);
     if (err == FMT_ERR_NO_TRAILER) {   /* lost with its commit, which synced nothing */
         r->journal_bad = 1;
         return FMT_OK;
     }
-    uint8_t *tmp = err == FMT_OK ? malloc(2 * fmt2_slot_len(bs)) : NULL;
-    if (err == FMT_OK && !tmp)
-        err = FMT_ERR_NOMEM;
-    for (uint32_t k = 0; err == FMT_OK && k < r->jn; k++) {
-        const fmt2_jentry *e = &r->je[k];
-        uint32_t sum = e->frame ? 0 : e->len == bs && zsum ? zsum : fmt2_zero_sum(e->len);
-        uint64_t end = fmt2_slot_end(bs, e->block, ft);
-        if (fmt2_slot_matches(fd, bs, e, sum, end, tmp + fmt2_slot_len(bs), tmp))
-            continue;
-        r->replayed++;
-        if (write && fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len, sum,
-                                     end, NULL) < 0)
-            err = FMT_ERR_IO;
-    }
-    free(tmp);
+    if (err == FMT_OK)
+        err = fmt2_replay_entries(fd, bs, write, zsum, &r->ft, e, n, &r->replayed);
+    if (err == FMT_OK)
+        err = fmt2_take_entries(r, (fmt2_jview){e, n, r->ft.j_off, r->jbuf},
+                                (fmt2_jview){NULL, 0, 0, NULL});
+    free(e);
     return err;
 }
 
@@ -432,7 +518,7 @@ static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2
 static fmt_error fmt2_settle(int fd, fmt2_recovery *r)
 {
     fmt2_footer ft = r->ft;
-    ft.j_off = ft.j_len = 0, ft.seq++;
+    ft.j_off = ft.j_len = 0, ft.seq++, ft.paired = 0;
     if (fmt2_footer_write(fd, ft.tail, &ft) < 0)
         return FMT_ERR_IO;
     r->ft = ft, r->file_len = ft.tail + FMT2_FOOTER_LEN, r->settled = 1;
@@ -452,7 +538,7 @@ static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery
     if (r->cut == FMT2_FOOTER_LEN && fmt_pread_all(fd, h, 4, sr.valid_end) == 0 &&
         fmt_get32(h) == FMT_SKIP_FOOTER2)
         r->cut = 0;
-    r->ft = (fmt2_footer){sr.size, sr.n_blocks, sr.valid_end, 0, 0, 0, sr.n_blocks};
+    r->ft = (fmt2_footer){sr.size, sr.n_blocks, sr.valid_end, 0, 0, 0, sr.n_blocks, 0};
     if (!write)
         return FMT_OK;
     if (fmt2_footer_write(fd, sr.valid_end, &r->ft) < 0)
@@ -461,14 +547,67 @@ static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery
     return FMT_OK;
 }
 
+/* A file that ends with paired footers (FORMAT.md 11.6): the newest whose journal reads back
+ * says what the file is (a newer one whose journal does not was a commit that never synced).
+ * The other one's journal, when it reads back too, is the commit before, whose slots were
+ * written after its sync and may not have reached the disk: it is replayed first. Without
+ * a usable footer, FMT_ERR_NO_TRAILER: the walk. */
+static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum,
+                                   fmt2_recovery *r)
+{
+    fmt2_footer pl[2];
+    uint8_t *buf[2] = {NULL, NULL};
+    fmt2_jentry *e[2] = {NULL, NULL};
+    uint32_t ne[2] = {0, 0};
+    int n = 0, ok[2] = {0, 0}, top = -1, old = -1;
+    fmt_error err = fmt2_pair_read(fd, r->file_len, bs, pl, &n);
+    for (int k = 0; err == FMT_OK && k < n; k++) {
+        err = fmt2_journal_of(fd, bs, &pl[k], &buf[k], &e[k], &ne[k]);
+        ok[k] = err == FMT_OK;
+        err = err == FMT_ERR_NO_TRAILER ? FMT_OK : err;
+    }
+    for (int k = n - 1; k >= 0 && top < 0; k--)
+        top = ok[k] ? k : -1;
+    if (top == 1 && ok[0] && pl[0].n_blocks == pl[1].n_blocks)
+        old = 0;
+    if (err == FMT_OK && top < 0)
+        err = FMT_ERR_NO_TRAILER, r->journal_bad = n > 0;
+    if (err == FMT_OK) {
+        r->ft = pl[top], r->paired = 1, r->pair_journals = 1 + (old == 0);
+        if (old == 0)
+            err = fmt2_replay_entries(fd, bs, write, zsum, &r->ft, e[0], ne[0], &r->replayed);
+    }
+    if (err == FMT_OK)
+        err = fmt2_replay_entries(fd, bs, write, zsum, &r->ft, e[top], ne[top], &r->replayed);
+    if (err == FMT_OK)
+        err = fmt2_take_entries(r, (fmt2_jview){e[top], ne[top], pl[top].j_off, buf[top]},
+                                old == 0 ? (fmt2_jview){e[0], ne[0], pl[0].j_off, buf[0]}
+                                         : (fmt2_jview){NULL, 0, 0, NULL});
+    for (int k = 0; k < 2; k++) {
+        free(e[k]);
+        if (err == FMT_OK && k == top)
+            r->jbuf = buf[k];
+        else if (err == FMT_OK && k == old)
+            r->jbuf_old = buf[k];
+        else
+            free(buf[k]);
+    }
+    if (err != FMT_OK || !write)
+        return err;
+    /* the slots the journals hold must be on the disk before the journals go */
+    return fdatasync(fd) < 0 ? FMT_ERR_IO : fmt2_settle(fd, r);
+}
+
 fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
                        fmt2_recovery *r)
 {
     memset(r, 0, sizeof(*r));
     r->file_len = file_len;
     fmt_error err = fmt2_footer_read(fd, file_len, bs, &r->ft);
-    if (err == FMT_ERR_NO_TRAILER)
-        return fmt2_recover_walk(fd, bs, write, r);
+    if (err == FMT_ERR_NO_TRAILER) {
+        err = fmt2_recover_pair(fd, bs, write, zsum, r);
+        return err == FMT_ERR_NO_TRAILER ? fmt2_recover_walk(fd, bs, write, r) : err;
+    }
     if (err != FMT_OK)
         return err;
     if (r->ft.j_len && (err = fmt2_replay(fd, bs, write, zsum, r)) != FMT_OK)
@@ -641,6 +780,8 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
 void fmt2_recovery_free(fmt2_recovery *r)
 {
     free(r->jbuf);
+    free(r->jbuf_old);
     free(r->je);
-    r->jbuf = NULL, r->je = NULL, r->jn = 0;
+    free(r->jat);
+    r->jbuf = r->jbuf_old = NULL, r->je = NULL, r->jat = NULL, r->jn = 0;
 }

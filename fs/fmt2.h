@@ -9,6 +9,10 @@
  *              blocks in place, written (and synced when it must be) before the slots are
  *   footer   : the last 64 bytes (FMT_SKIP_FOOTER2): logical size, where the slots end,
  *              the journal to replay
+ *   pair     : while an open file's durable commits follow one another, the last 128 bytes
+ *              are two footer places written in turn (paired footers, format version 3 in
+ *              the footer), so that a commit never overwrites the journal or footer that the
+ *              one before it synced: one sync per commit instead of two
  *
  * Pure encoding and decoding plus positioned reads and writes; policy lives in ff_*.c. */
 #ifndef FPGALZ4FS_FMT2_H
@@ -24,6 +28,9 @@
 #define FMT2_HOLE_HEAD 19u                  /* frame header and size word of a hole */
 #define FMT2_HOLE_TAIL 12u                  /* block checksum, EndMark, content checksum */
 #define FMT2_FOOTER_LEN 64u
+#define FMT2_PAIR_LEN 128u                  /* the two footer places at the end of a file */
+#define FMT2_FOOTER_V2 2u                   /* a footer that ends the file alone */
+#define FMT2_FOOTER_PAIRED 3u               /* one of the two footer places */
 #define FMT2_J_HEAD 24u                     /* journal: skippable header, seq, count, flags */
 #define FMT2_J_ENTRY 16u                    /* journal entry: block, frame length, length */
 #define FMT2_MAX_SIZE (1ull << 40)          /* largest logical size (1 TiB): a hole costs one
@@ -41,6 +48,7 @@ typedef struct {
     uint64_t seq;                           /* commit number; the journal carries it too */
     uint64_t fresh;                         /* blocks >= fresh were all written since the
                                                last sync: no fsync promised them */
+    int paired;                             /* one of the two footer places (version 3) */
 } fmt2_footer;
 
 /* One block of a journal: where it goes and its frame (NULL, 0 for a hole). */
@@ -100,6 +108,17 @@ void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN]);
 fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft);
 /* Writes the footer at off and cuts the file after it. */
 int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft);
+/* The paired footers at the end of a file of file_len bytes (a multiple of FMT2_PAIR_LEN)
+ * that are valid, oldest first (*n: 0, 1 or 2). Their journals are not looked at. */
+fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[2], int *n);
+/* Where footer place k (0, 1) of a file whose pair ends at eof lies. */
+static inline uint64_t fmt2_place_off(uint64_t eof, int k)
+{
+    return eof - FMT2_PAIR_LEN + (uint64_t)k * FMT2_FOOTER_LEN;
+}
+/* Writes ft (paired) into place k of the pair ending at eof, or zeros there when ft is NULL.
+ * Nothing is cut: the pair is the end of the file. */
+int fmt2_place_write(int fd, uint64_t eof, int k, const fmt2_footer *ft);
 
 size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n);
 void fmt2_journal_encode(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *out);
@@ -129,15 +148,19 @@ typedef struct {
                                                writing) */
     uint64_t bad_blocks;                    /* walked blocks kept with a bad checksum */
     int journal_bad;                        /* the footer names a journal that is damaged */
+    int paired;                             /* the file ended with paired footers */
+    uint32_t pair_journals;                 /* of their journals, how many were replayed */
     uint32_t replayed;                      /* slots that differed from the journal (and
                                                were rewritten when writing) */
     int settled;                            /* the footer was put back behind the slots */
     uint64_t unsynced;                      /* fmt2_check_fresh: blocks it checked */
     uint64_t unsynced_cut;                  /* of those, dropped: from the first one that
                                                was not whole to the end */
-    uint8_t *jbuf;                          /* not writing: the journal, whose frames a */
-    fmt2_jentry *je;                        /* reader takes instead of the slots' */
-    uint32_t jn;
+    uint8_t *jbuf, *jbuf_old;               /* not writing: the journals (two when paired */
+    fmt2_jentry *je;                        /* footers name one each), whose frames a reader */
+    uint64_t *jat;                          /* takes instead of the slots': entries by block, */
+    uint32_t jn;                            /* the newer journal's where both hold one, and
+                                               where each frame lies in the file (jat) */
 } fmt2_recovery;
 
 /* Footer, journal replay and settling, or the walk and a new footer. write 0 changes

@@ -172,7 +172,7 @@ static void test_footer(void **state)
 {
     /* 4 blocks, the last 100 bytes; a journal of 100 bytes after the slots */
     uint64_t size = 3ull * BS + 100, tail = fmt2_slot_off(BS, 3) + 200;
-    fmt2_footer ok = {size, 4, tail, tail, 100, 0x1122334455667788ull, 2};
+    fmt2_footer ok = {size, 4, tail, tail, 100, 0x1122334455667788ull, 2, 0};
     uint64_t flen = tail + 100 + FMT2_FOOTER_LEN;
     assert_int_equal(footer_try(&ok, flen), FMT_OK);
     fmt2_footer t = ok;
@@ -180,12 +180,12 @@ static void test_footer(void **state)
     assert_int_equal(footer_try(&t, flen), FMT_OK);               /* room left: fine */
     t.fresh = 4;
     assert_int_equal(footer_try(&t, tail + FMT2_FOOTER_LEN), FMT_OK);
-    fmt2_footer empty = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0};
+    fmt2_footer empty = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
     assert_int_equal(footer_try(&empty, FMT_MARKER_LEN + FMT2_FOOTER_LEN), FMT_OK);
     /* the largest size */
     fmt2_footer big = {FMT2_MAX_SIZE, FMT2_MAX_SIZE / BS,
                        fmt2_slot_off(BS, FMT2_MAX_SIZE / BS - 1) + FMT2_FRAME_OVERHEAD, 0, 0, 1,
-                       0};
+                       0, 0};
     char path[64];
     int fd = tmp_file(path, sizeof(path));
     uint64_t bigf = big.tail + FMT2_FOOTER_LEN;
@@ -497,7 +497,7 @@ static void test_scan(void **state)
     }
     free(slot);
     /* a footer after the last frame: the walk stops before it */
-    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_N};
+    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_N, 0};
     assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
     fmt2_footer got;
@@ -519,7 +519,7 @@ static void test_scan_file_decodes(void **state)
 {
     scase c;
     scase_new(&c);
-    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_N};
+    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_N, 0};
     assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
     size_t len;
     uint8_t *dec = fx_lz4f_decode(c.path, &len);
@@ -559,6 +559,209 @@ static void flip(int fd, uint64_t off)
     assert_int_equal(fmt_pread_all(fd, &b, 1, off), 0);
     b ^= 0x40;
     assert_int_equal(fmt_pwrite_all(fd, &b, 1, off), 0);
+}
+
+/* ---- the footer pair (FORMAT.md 9.10, 11.6) ---- */
+
+typedef struct {
+    scase c;
+    uint8_t *want;                     /* the content after both commits */
+    uint8_t *fa1, *fa2, *fb1;          /* commit A: blocks 1 and 2; commit B: block 1 again */
+    uint64_t la1, la2, lb1;
+    uint64_t ja, jla, jb, jlb, eof;    /* where the journals lie; the pair's end */
+} pcase;
+
+static uint8_t *pcase_frame(pcase *p, uint32_t block, uint32_t seed, uint64_t *len)
+{
+    uint8_t *d = make_data(BS, 0, seed), *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
+    *len = encode(fr, d, BS);
+    memcpy(p->want + (uint64_t)block * BS, d, BS);
+    free(d);
+    return fr;
+}
+
+static void pcase_journal(pcase *p, const fmt2_jentry *e, uint32_t n, uint64_t seq,
+                          uint64_t at, uint64_t *len)
+{
+    *len = fmt2_journal_len(e, n);
+    uint8_t *b = malloc(*len);
+    fmt2_journal_encode(e, n, seq, b);
+    assert_int_equal(fmt_pwrite_all(p->c.fd, b, *len, at), 0);
+    free(b);
+}
+
+/* The slots as before both commits; journal A (seq 5: blocks 1 and 2) and journal B (seq 6:
+ * block 1) in the area behind them; their footers in places pa and 1 - pa. */
+static void pcase_new(pcase *p, int pa)
+{
+    scase_new(&p->c);
+    p->want = malloc(p->c.size);
+    memcpy(p->want, p->c.data, p->c.size);
+    p->fa1 = pcase_frame(p, 1, 501, &p->la1);
+    p->fa2 = pcase_frame(p, 2, 502, &p->la2);
+    p->fb1 = pcase_frame(p, 1, 503, &p->lb1);
+    fmt2_jentry a[2] = {{1, BS, (uint32_t)p->la1, p->fa1}, {2, BS, (uint32_t)p->la2, p->fa2}};
+    fmt2_jentry b[1] = {{1, BS, (uint32_t)p->lb1, p->fb1}};
+    p->ja = fmt2_slot_off(BS, SC_N);
+    pcase_journal(p, a, 2, 5, p->ja, &p->jla);
+    p->jb = p->ja + p->jla;
+    pcase_journal(p, b, 1, 6, p->jb, &p->jlb);
+    p->eof = (p->jb + p->jlb + 4096 + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN +
+             FMT2_PAIR_LEN;
+    fmt2_footer fa = {p->c.size, SC_N, p->c.end, p->ja, p->jla, 5, SC_N, 1};
+    fmt2_footer fb = {p->c.size, SC_N, p->c.end, p->jb, p->jlb, 6, SC_N, 1};
+    assert_int_equal(fmt2_place_write(p->c.fd, p->eof, pa, &fa), 0);
+    assert_int_equal(fmt2_place_write(p->c.fd, p->eof, 1 - pa, &fb), 0);
+    assert_int_equal(file_len(p->c.fd), p->eof);
+}
+
+static void pcase_free(pcase *p)
+{
+    free(p->want);
+    free(p->fa1);
+    free(p->fa2);
+    free(p->fb1);
+    scase_free(&p->c);
+}
+
+/* After a recovery that wrote: one footer right behind the slots, and lz4 -d gives want. */
+static void pcase_expect_settled(pcase *p, const fmt2_recovery *r, uint64_t seq)
+{
+    assert_true(r->settled);
+    assert_int_equal(file_len(p->c.fd), p->c.end + FMT2_FOOTER_LEN);
+    fmt2_footer ft;
+    assert_int_equal(fmt2_footer_read(p->c.fd, file_len(p->c.fd), BS, &ft), FMT_OK);
+    assert_int_equal(ft.seq, seq);
+    assert_int_equal(ft.j_len, 0);
+    assert_false(ft.paired);
+    size_t len;
+    uint8_t *dec = fx_lz4f_decode(p->c.path, &len);
+    assert_int_equal(len, p->c.size);
+    assert_memory_equal(dec, p->want, p->c.size);
+    free(dec);
+}
+
+static void test_pair_both_journals(void **state)
+{
+    for (int pa = 0; pa < 2; pa++) {   /* the newer footer in either place */
+        pcase p;
+        pcase_new(&p, pa);
+        fmt2_recovery r;
+        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, &r), FMT_OK);
+        assert_true(r.paired);
+        assert_false(r.torn);
+        assert_int_equal(r.pair_journals, 2);
+        assert_int_equal(r.ft.seq, 6);
+        assert_int_equal(r.replayed, 3);          /* A's two blocks, then B's one */
+        assert_int_equal(r.jn, 2);                /* a reader takes block 1 from B, 2 from A */
+        assert_int_equal(r.je[0].block, 1);
+        assert_int_equal(r.jat[0], p.jb + FMT2_J_HEAD + FMT2_J_ENTRY);
+        assert_int_equal(r.je[1].block, 2);
+        assert_int_equal(r.jat[1], p.ja + FMT2_J_HEAD + 2 * FMT2_J_ENTRY + p.la1);
+        assert_int_equal(file_len(p.c.fd), p.eof);        /* nothing written */
+        fmt2_recovery_free(&r);
+        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+        pcase_expect_settled(&p, &r, 7);
+        fmt2_recovery_free(&r);
+        pcase_free(&p);
+    }
+}
+
+/* The newer commit's journal did not reach the disk: the older footer is the state. */
+static void test_pair_newer_lost(void **state)
+{
+    pcase p;
+    pcase_new(&p, 0);
+    flip(p.c.fd, p.jb + FMT2_J_HEAD + FMT2_J_ENTRY + 40);
+    uint8_t *d = make_data(BS, 0, 501);          /* block 1 is A's */
+    memcpy(p.want + BS, d, BS);
+    free(d);
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+    assert_true(r.paired);
+    assert_int_equal(r.pair_journals, 1);
+    assert_int_equal(r.replayed, 2);
+    pcase_expect_settled(&p, &r, 6);
+    fmt2_recovery_free(&r);
+    pcase_free(&p);
+}
+
+/* The older journal overwritten (its commit's slots were synced by the newer one): only
+ * the newer is replayed. */
+static void test_pair_older_gone(void **state)
+{
+    pcase p;
+    pcase_new(&p, 1);
+    flip(p.c.fd, p.ja + 30);
+    memcpy(p.want + 2 * (uint64_t)BS, p.c.data + 2 * (uint64_t)BS, BS);   /* block 2 as it was */
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(r.pair_journals, 1);
+    assert_int_equal(r.replayed, 1);
+    pcase_expect_settled(&p, &r, 7);
+    fmt2_recovery_free(&r);
+    pcase_free(&p);
+}
+
+/* No usable pair: both journals damaged, a cleared or torn place, or a length that is not
+ * a multiple of the pair's: the slots are walked, as for a missing footer. */
+static void test_pair_unusable(void **state)
+{
+    for (int k = 0; k < 4; k++) {
+        pcase p;
+        pcase_new(&p, 0);
+        uint64_t len = p.eof;
+        if (k == 0) {
+            flip(p.c.fd, p.ja + 30);
+            flip(p.c.fd, p.jb + 30);
+        } else if (k == 1) {
+            assert_int_equal(fmt2_place_write(p.c.fd, p.eof, 0, NULL), 0);
+            flip(p.c.fd, fmt2_place_off(p.eof, 1) + 20);
+        } else if (k == 2) {
+            len = p.eof + 1;
+            assert_int_equal(ftruncate(p.c.fd, (off_t)len), 0);
+        } else {                       /* a footer of the pair's version ending the file
+                                          alone, without its place partner: still a pair
+                                          place, whose journal must read back */
+            fmt2_footer bad = {p.c.size, SC_N, p.c.end, 0, 0, 9, SC_N, 1};
+            assert_int_equal(fmt2_place_write(p.c.fd, p.eof, 0, NULL), 0);
+            assert_int_equal(fmt2_place_write(p.c.fd, p.eof, 1, &bad), 0);
+        }
+        fmt2_recovery r;
+        assert_int_equal(fmt2_recover(p.c.fd, len, BS, 0, 0, &r), FMT_OK);
+        assert_false(r.paired);
+        assert_true(r.torn);
+        assert_int_equal(r.ft.n_blocks, SC_N);
+        assert_int_equal(r.jn, 0);
+        fmt2_recovery_free(&r);
+        pcase_free(&p);
+    }
+}
+
+/* A version 2 reader's rule is unchanged: a paired footer is no footer to it, and a footer
+ * of version 2 ending the file wins over the places. */
+static void test_pair_versions(void **state)
+{
+    pcase p;
+    pcase_new(&p, 0);
+    fmt2_footer ft;
+    assert_int_equal(fmt2_footer_read(p.c.fd, p.eof, BS, &ft), FMT_ERR_NO_TRAILER);
+    fmt2_footer pl[2];
+    int n;
+    assert_int_equal(fmt2_pair_read(p.c.fd, p.eof, BS, pl, &n), FMT_OK);
+    assert_int_equal(n, 2);
+    assert_true(pl[0].seq == 5 && pl[1].seq == 6 && pl[0].paired && pl[1].paired);
+    fmt2_footer v2 = {p.c.size, SC_N, p.c.end, 0, 0, 8, SC_N, 0};
+    uint8_t b[FMT2_FOOTER_LEN];
+    fmt2_footer_encode(&v2, b);
+    assert_int_equal(fmt_pwrite_all(p.c.fd, b, sizeof(b), fmt2_place_off(p.eof, 1)), 0);
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, &r), FMT_OK);
+    assert_false(r.paired);
+    assert_int_equal(r.ft.seq, 8);
+    assert_int_equal(r.replayed, 0);
+    fmt2_recovery_free(&r);
+    pcase_free(&p);
 }
 
 static void test_scan_bad_blocks(void **state)
@@ -617,7 +820,7 @@ static void test_holes_sparse(void **state)
     assert_true((uint64_t)st.st_blocks * 512 <= n * 8192);
     scan_expect(fd, 1, n, (n - 1) * BS + 777, end, 0);
     /* every hole reads as zeros through the stock decoder */
-    fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n};
+    fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n, 0};
     assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
     size_t len;
     uint8_t *dec = fx_lz4f_decode(path, &len), *zeros = calloc(1, ft.size);
@@ -999,6 +1202,11 @@ int main(void)
         cmocka_unit_test(test_scan_missing_padding),
         cmocka_unit_test(test_scan_bad_blocks),
         cmocka_unit_test(test_holes_sparse),
+        cmocka_unit_test(test_pair_both_journals),
+        cmocka_unit_test(test_pair_newer_lost),
+        cmocka_unit_test(test_pair_older_gone),
+        cmocka_unit_test(test_pair_unusable),
+        cmocka_unit_test(test_pair_versions),
         cmocka_unit_test(test_ff_roundtrip),
         cmocka_unit_test(test_ff_small_rewrite),
         cmocka_unit_test(test_ff_torn),
