@@ -335,9 +335,17 @@ void ff_restore_mtime(ff_file *f)
     (void)futimens(f->fd, ts);
 }
 
+int ff_sync_for(ff_file *f, int durable)
+{
+    if (durable != FF_DURABLE_ALL)
+        return fdatasync(f->fd) < 0 ? -errno : 0;
+    ff_restore_mtime(f);               /* the logical mtime, not the time of the last write */
+    return fsync(f->fd) < 0 ? -errno : 0;
+}
+
 static int ff_sync(ff_file *f)
 {
-    return fdatasync(f->fd) < 0 ? -errno : 0;
+    return ff_sync_for(f, FF_DURABLE_DATA);
 }
 
 /* Remembers the hidden wrappers of a streaming commit, which wrote no seek table. */
@@ -369,7 +377,7 @@ static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable)
     if (rc == 0)
         rc = ff_write_trailer(f, p);
     if (rc == 0 && (retiring || durable))
-        rc = ff_sync(f);
+        rc = ff_sync_for(f, durable);
     if (rc == 0) {
         f->n_pending = 0;
         f->table_start = table, f->table_end = p->pos;
@@ -513,7 +521,7 @@ int ff_commit(ff_file *f, int durable, int pressure)
     if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0 &&
         !(f->version == 2 && f->v2.footerless)) {
         /* the footer that promises every block comes after the sync that makes it true */
-        rc = durable ? ff_sync(f) : 0;
+        rc = durable ? ff_sync_for(f, durable) : 0;
         return rc == 0 && durable && f->version == 2 && !f->env->opt.read_only ? ff2_promise(f)
                                                                                : rc;
     }

@@ -220,16 +220,6 @@ int ff_fstat(ff_file *f, struct stat *st)
     return rc;
 }
 
-int ff_fsync(ff_file *f)
-{
-    int rc = ff_lock(f);
-    if (rc < 0)
-        return rc;
-    rc = fsync(f->fd) < 0 ? -errno : 0;
-    pthread_mutex_unlock(&f->lock);
-    return rc;
-}
-
 void ff_env_set_reopen(ff_env *env, ff_reopen_fn fn, void *ctx)
 {
     env->reopen = fn, env->reopen_ctx = ctx;

@@ -78,7 +78,9 @@ typedef struct {
     int paired;                        /* the file ends with the footer pair (FORMAT.md
                                           11.6) of eof, whose journal area begins at area */
     int place;                         /* the place (0, 1) of the pair's newer footer */
-    uint64_t area;
+    uint64_t area, half;               /* the area is two halves of half bytes: each
+                                          commit's journal goes into the one that does not
+                                          hold the journal of the commit before */
     uint32_t zsum;                     /* XXH32 of a whole block of zeros, once known */
 } ff2_state;
 
@@ -247,6 +249,8 @@ void ff_ahead_forget(ff_file *f);
 int ff_commit(ff_file *f, int durable, int pressure);
 int ff_write_trailer(ff_file *f, ff_commit_plan *p);
 void ff_restore_mtime(ff_file *f);
+/* fdatasync, or with FF_DURABLE_ALL fsync with the logical mtime put back first. */
+int ff_sync_for(ff_file *f, int durable);
 int ff_batch_finish(ff_file *f);
 void ff_batch_abandon(ff_file *f);
 int ff_batch_holds(const ff_file *f, uint64_t i);

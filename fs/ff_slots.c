@@ -217,12 +217,18 @@ static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint6
     return rc;
 }
 
-static int ff2_sync(ff_file *f)
+/* A sync: every journal before it is dead once it returns. */
+static int ff2_sync_for(ff_file *f, int durable)
 {
-    int rc = fdatasync(f->fd) < 0 ? -errno : 0;
+    int rc = ff_sync_for(f, durable);
     if (rc == 0)
         f->v2.j_live = 0;
     return rc;
+}
+
+static int ff2_sync(ff_file *f)
+{
+    return ff2_sync_for(f, FF_DURABLE_DATA);
 }
 
 /* The entries of the blocks rewritten in place, for the journal. */
@@ -359,7 +365,7 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
         f->v2.j_len = jlen, f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n,
         f->v2.jp_tail = t->tail, f->v2.paired = 0;
     if (rc == 0 && sync)
-        rc = ff2_sync(f);
+        rc = ff2_sync_for(f, t->durable);
     if (rc == 0)
         rc = ff2_write_in_place(f, fr, t->n, t->tail);
     if (rc == 0 && sync)
@@ -385,9 +391,18 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
 
 /* ---- the footer pair (FORMAT.md 11.6) ---- */
 
-/* The largest journal that goes into the pair's area, which holds two and some slack. */
-#define FF2_PAIR_JOURNAL_MAX(bs) ((uint64_t)(bs) / 4)
-#define FF2_PAIR_SLACK 4096u
+/* The pair's area is two halves, each a quarter larger than the journal that laid it out
+ * plus 2 KiB, so that journals that grow a little from commit to commit still fit; but the
+ * whole area stays under one block, so that slots, area and pair keep within two blocks of
+ * the logical size (FORMAT.md 13), as the small journal of 11.1 does. 0: no half fits a
+ * journal of jlen bytes. */
+#define FF2_PAIR_SLACK 2048u
+static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
+{
+    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
+    uint64_t half = (want < most ? want : most) / FMT2_PAIR_LEN * FMT2_PAIR_LEN;
+    return jlen <= half ? half : 0;
+}
 
 /* Whether this commit's journal goes into the footer pair: the commit syncs anyway (it is
  * durable or rewrites a promised block), rewrites committed blocks and nothing else (an
@@ -399,27 +414,22 @@ static int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_tar
     uint32_t n_j;
     int promised;
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
-    int yes = e && (t->durable || promised) &&
-              fmt2_journal_len(e, n_j) <= FF2_PAIR_JOURNAL_MAX(f->bs);
+    int yes = e && (t->durable || promised) && ff2_pair_half(f->bs, fmt2_journal_len(e, n_j));
     free(e);
     return yes;
 }
 
-/* Where a journal of jlen bytes fits in the pair's area without touching the journal of the
- * commit before, which is live until this commit's sync: in front of it or behind it. 0:
- * nowhere. */
+/* Where a journal of jlen bytes goes in the pair's area without touching the journal of the
+ * commit before, which is live until this commit's sync: the other half. 0: it does not
+ * fit. */
 static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
 {
-    if (!f->v2.paired)
+    if (!f->v2.paired || jlen > f->v2.half)
         return 0;
-    if (f->v2.area + jlen <= f->v2.j_off)
-        return f->v2.area;
-    if (f->v2.j_off + f->v2.j_len + jlen <= f->v2.eof - FMT2_PAIR_LEN)
-        return f->v2.j_off + f->v2.j_len;
-    return 0;
+    return f->v2.j_off == f->v2.area ? f->v2.area + f->v2.half : f->v2.area;
 }
 
-/* A new area and pair behind the slots, with room for two journals of jlen bytes. The pair
+/* A new area and pair behind the slots, with halves for journals of about jlen bytes. The pair
  * goes past the file's present end, where both places read as zeros, so that no footer of
  * an earlier layout can be taken for one of it; a live journal is synced first, since the
  * new one may overwrite it. */
@@ -437,10 +447,11 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t jlen)
         rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
     if (rc < 0)
         return rc;
-    uint64_t area = fmt2_slot_off(f->bs, f->n_stored), end = area + 2 * jlen + FF2_PAIR_SLACK;
+    uint64_t area = fmt2_slot_off(f->bs, f->n_stored), half = ff2_pair_half(f->bs, jlen);
+    uint64_t end = area + 2 * half;
     if (end < (uint64_t)st.st_size)
         end = (uint64_t)st.st_size;
-    f->v2.paired = 0, f->v2.area = area, f->v2.place = 0;
+    f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
     f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
     return 0;
 }
@@ -472,7 +483,7 @@ static int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t
         f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = at, f->v2.j_len = jlen,
         f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail,
         f->v2.paired = 1, f->v2.place = place;
-    if (rc == 0 && (rc = ff2_sync(f)) == 0) {
+    if (rc == 0 && (rc = ff2_sync_for(f, t->durable)) == 0) {
         f->v2.j_live = 1;
         f->env->n.pair_commits++;
         rc = fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
@@ -564,7 +575,7 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
     } else if (rc == 0) {
         rc = ff2_settle(f, t.size, t.tail, t.fresh_pre);
         if (rc == 0 && durable)
-            rc = ff2_sync(f);
+            rc = ff2_sync_for(f, durable);
     }
     if (rc == 0 && durable)
         t.fresh = t.n;

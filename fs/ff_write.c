@@ -295,7 +295,7 @@ int ff_flush(ff_file *f, int durable)
     int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
-    rc = f->foreign ? (durable && fdatasync(f->fd) < 0 ? -errno : 0)
+    rc = f->foreign ? (durable ? ff_sync_for(f, durable) : 0)
                     : ff_commit(f, durable, FF_COMMIT_FULL);
     ff_unlock_charged(f);
     return rc;

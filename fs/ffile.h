@@ -86,7 +86,10 @@ int ff_read_reply(ff_file *f, void *buf, size_t len, off_t off, ff_reply *r);
 void ff_reply_done(ff_reply *r);
 int ff_write(ff_file *f, const void *buf, size_t len, off_t off);
 int ff_truncate(ff_file *f, off_t size);
-/* Makes every write so far part of the backing file; durable adds fdatasync. */
+/* How durable a commit is made: not at all (close, flush), its data (fdatasync), or its
+ * data and attributes (fsync), in the one sync the commit makes. */
+enum { FF_DURABLE_NONE = 0, FF_DURABLE_DATA = 1, FF_DURABLE_ALL = 2 };
+/* Makes every write so far part of the backing file, as durable as asked (FF_DURABLE_*). */
 int ff_flush(ff_file *f, int durable);
 /* mode as fallocate(2): 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE,
  * FALLOC_FL_ZERO_RANGE; others give -EOPNOTSUPP. */
@@ -120,7 +123,6 @@ void ff_set_owner(ff_file *f, uid_t uid);
 /* atime and mtime (UTIME_OMIT keeps one) of the open file, logical and backing, in one call:
  * the kernel's writeback cache sends them at every close of a written file. */
 int ff_set_times(ff_file *f, const struct timespec tv[2]);   /* after a chown of the open file */
-int ff_fsync(ff_file *f);
 
 /* Logical size of a backing file that is not open, read-only (no repair): own files give
  * the seek table's size (or a scan's when the table is torn); foreign files their size.

@@ -1065,10 +1065,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static int op_fsync_file(ff_file *f, int datasync)
 {
-    int err = ff_flush(f, 1);
-    if (!err && !datasync)
-        err = ff_fsync(f);
-    return err;
+    return ff_flush(f, datasync ? FF_DURABLE_DATA : FF_DURABLE_ALL);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

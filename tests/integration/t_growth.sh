@@ -28,7 +28,8 @@
 # 10 s (this only catches unbounded work; speed is the benchmark driver's business) and
 # leave a backing file of at most size/200 that reads as zeros; a truncate to 999999999999999
 # either fails with EFBIG or EINVAL (size unchanged) or succeeds (stat shows it), and the
-# daemon answers a stat within 10 s afterwards.
+# daemon answers a stat within 10 s afterwards. And durable rewrites of one block sync once
+# each (w_sync_once).
 #
 # Short form (CI) by default: 1M blocks; 300 lines, 200 fsynced appends, 200 transactions
 # per database, fio over 8 MiB, 30 edits of an 8 MiB file, a 64 MiB file for the commit cost.
@@ -54,7 +55,7 @@ EDITS=${GROWTH_EDITS:-$D_EDITS}
 COMMIT_MB=${GROWTH_COMMIT_MB:-$D_COMMIT}
 say "block sizes: $BLOCK_SIZES; lines $APPEND_LINES, fsynced appends $FSYNC_APPENDS, transactions $SQL_TX, fio ${FIO_MB} MiB, edits $EDITS of ${EDIT_MB} MiB, commit file ${COMMIT_MB} MiB"
 
-for tool in lz4 sqlite3 fio python3; do
+for tool in lz4 sqlite3 fio python3 strace; do
     if ! command -v $tool >/dev/null; then
         fail_check "tool present: $tool" "not installed"
         finish
@@ -306,6 +307,60 @@ w_commit() {
     check "[$BS] commit: unmount" umount_store
 }
 
+# ------------------------------------------------------------------------------ one sync
+
+# REWRITES durable rewrites of one block of a three-block file, each an fsync, as a
+# database's commits are: each commit after the first writes its journal beside the one the
+# commit before synced and its footer into the other footer place, so it syncs once
+# (docs/FORMAT.md 11.6); the build before synced twice. The daemon's fsync/fdatasync calls
+# are counted with strace: at most REWRITES + 5 (the last release syncs once more, the
+# unmount's clean mark twice; the build before made two or three a commit). Then the file
+# reads back, and once the daemon let it go it ends with one footer and no journal.
+REWRITES=${GROWTH_REWRITES:-60}
+REWRITE_PY='import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+off, n = int(sys.argv[2]), int(sys.argv[3])
+for i in range(n):
+    os.pwrite(fd, b"rewrite %06d;" % i, off + 17 * (i % 50))
+    os.fsync(fd)
+os.close(fd)'
+w_sync_once() {
+    local bsb spid syncs pairs
+    bsb=$(numfmt --from=iec "$BS")
+    fresh_store sync || return
+    python3 -c 'import sys
+out = b"".join(b"row %08d: name-%d, value %d\n" % (i, i % 977, i * 7919 % 100003) for i in range(int(sys.argv[2]) // 16))
+open(sys.argv[1], "wb").write(out[:int(sys.argv[2])])' "$REF/db.txt" $((3 * bsb))
+    check "[$BS] sync: write three blocks of records, fsync" bash -c "cp '$REF/db.txt' '$MNT/db.txt'"
+    at_rest "$MNT/db.txt"
+    if [ -z "$DAEMON_PID" ]; then
+        fail_check "[$BS] sync: the daemon's pid is known" "DAEMON_PID=''"
+        umount_store
+        return
+    fi
+    strace -f -qq -e trace=fsync,fdatasync -o "$WS/sync.strace" -p "$DAEMON_PID" 2>"$WS/strace.err" &
+    spid=$!
+    BG_PIDS+=("$spid")
+    sleep 1
+    check "[$BS] sync: $REWRITES rewrites of block 1, each followed by fsync" \
+        python3 -c "$REWRITE_PY" "$MNT/db.txt" $((bsb + 100)) "$REWRITES"
+    pairs=$(stat_of "$(stats "$MNT")" pair_commits)
+    check "[$BS] sync: unmount" umount_store
+    kill "$spid" 2>/dev/null
+    wait "$spid" 2>/dev/null
+    python3 -c "$REWRITE_PY" "$REF/db.txt" $((bsb + 100)) "$REWRITES"
+    syncs=$(grep -c -E 'f(data)?sync\(' "$WS/sync.strace")
+    check_show "[$BS] sync: the daemon synced at most $((REWRITES + 5)) times (strace: $syncs)" \
+        bash -c "cat '$WS/strace.err'; [ '$syncs' -ge '$REWRITES' ] && [ '$syncs' -le $((REWRITES + 5)) ]"
+    check_show "[$BS] sync: at least $((REWRITES - 2)) commits went through the footer pair (pair_commits $pairs)" \
+        test "${pairs:-0}" -ge $((REWRITES - 2))
+    check "[$BS] sync: mount again" mount_store engine=sw
+    check "[$BS] sync: the file reads back" cmp "$REF/db.txt" "$MNT/db.txt"
+    check "[$BS] sync: unmount" umount_store
+    check_show "[$BS] sync: no journal at rest" no_journal db.txt
+    check "[$BS] sync: lz4 -d -c of the backing file equals the reference" lz4d_equals "$BACKING/db.txt" "$REF/db.txt"
+}
+
 # ------------------------------------------------------------------------------ holes
 
 # timed SECS CMD...: runs CMD in the background and waits up to SECS for it; sets T_RC (its
@@ -424,6 +479,7 @@ for BS in $BLOCK_SIZES; do
     w_fio
     w_edit
     w_commit
+    w_sync_once
     w_holes
 done
 
