@@ -222,7 +222,7 @@ static int chk2_is_hole(int fd, uint64_t at, uint32_t len, uint64_t page)
 int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
 {
     fmt2_footer ft;
-    fmt_error err = fmt2_footer_read(fd, file_len, bs, &ft);
+    fmt_error err = fmt2_footer_find(fd, file_len, bs, &ft);
     if (err == FMT_ERR_NO_TRAILER) {
         fmt2_scan_result sr;
         out->torn = 1;

@@ -740,7 +740,7 @@ int ff2_empty(ff_file *f)
 int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size)
 {
     fmt2_footer ft;
-    fmt_error err = fmt2_footer_read(fd, file_len, bs, &ft);
+    fmt_error err = fmt2_footer_find(fd, file_len, bs, &ft);
     if (err == FMT_ERR_NO_TRAILER) {
         fmt2_scan_result sr;
         if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
@@ -751,6 +751,8 @@ int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint6
     if (err != FMT_OK)
         return -fmt_errno(err);
     *size = ft.size;
+    if (ft.paired)                     /* a crash left two journals: the open decides */
+        return 1;
     if (ft.j_len) {                    /* a damaged journal makes the open walk the slots */
         uint8_t *buf;
         fmt2_jentry *e;

@@ -255,6 +255,21 @@ fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[
     return FMT_OK;
 }
 
+fmt_error fmt2_footer_find(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft)
+{
+    fmt_error err = fmt2_footer_read(fd, file_len, bs, ft);
+    if (err != FMT_ERR_NO_TRAILER)
+        return err;
+    fmt2_footer pl[2];
+    int n;
+    if ((err = fmt2_pair_read(fd, file_len, bs, pl, &n)) != FMT_OK)
+        return err;
+    if (n == 0)
+        return FMT_ERR_NO_TRAILER;
+    *ft = pl[n - 1];
+    return FMT_OK;
+}
+
 int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft)
 {
     uint8_t b[FMT2_FOOTER_LEN];

@@ -111,6 +111,10 @@ int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft);
 /* The paired footers at the end of a file of file_len bytes (a multiple of FMT2_PAIR_LEN)
  * that are valid, oldest first (*n: 0, 1 or 2). Their journals are not looked at. */
 fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[2], int *n);
+/* The footer that says what the file holds as far as footers tell, for a reader that does
+ * not recover: the version 2 footer ending the file, else the newer paired footer (whose
+ * journal is not looked at). FMT_ERR_NO_TRAILER when there is neither. */
+fmt_error fmt2_footer_find(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft);
 /* Where footer place k (0, 1) of a file whose pair ends at eof lies. */
 static inline uint64_t fmt2_place_off(uint64_t eof, int k)
 {
