@@ -12,8 +12,8 @@
  * (a version 2 file's slots make it about 64 KiB per block, however well it compresses);
  * the seeds without that prefix were made by the version 1 writer and stay in the corpus,
  * since version 1 files must keep being read. Version 2 extras: a journal left at rest (an
- * in-place rewrite, one entry a hole), a commit caught between its footer and its slot, and
- * cuts through footer, journal and slots. */
+ * in-place rewrite, one entry a hole), a commit caught between its footer and its slot,
+ * cuts through footer, journal and slots, and files that end with the footer pair. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lz4frame.h>
@@ -218,6 +218,57 @@ static void gc_journal(const gc_ctx *c)
     free(buf);
 }
 
+/* Durable rewrites in place, one after the other: the file ends with the footer pair
+ * (FORMAT.md 9.10) while it is open. Saved as it is then, with the newer journal damaged (a
+ * commit whose sync did not return), and with the slots put back as they were before both
+ * commits (both journals to replay). */
+static void gc_pair(const gc_ctx *c)
+{
+    int fd;
+    size_t len, old_len;
+    uint8_t *buf = malloc(3 * GC_BS);
+    ff_file *f = gc_create(c->env64, &fd);
+    gc_fill(buf, 3 * GC_BS, 41);
+    gc_write(f, buf, 3 * GC_BS, 0);
+    if (ff_flush(f, 1) != 0)
+        gc_die("ff_flush");
+    uint8_t *old = gc_bytes(fd, &old_len), *mid = NULL;
+    for (int k = 0; k < 3; k++) {
+        gc_fill(buf, 300, 43 + (uint64_t)k);
+        gc_write(f, buf, 300, (off_t)(GC_BS + 1000 * (uint64_t)k));
+        if (k == 1)
+            gc_write(f, buf, 300, 2 * GC_BS + 7);
+        if (ff_flush(f, 1) != 0)
+            gc_die("ff_flush");
+        if (k == 1)
+            mid = gc_bytes(fd, &len);
+    }
+    uint8_t *b = gc_bytes(fd, &len);
+    gc_save_file(c, GC_V "pair-open", b, len);
+    /* both places full: the commit before's footer not yet cleared (FORMAT.md 11.6 step 6) */
+    for (size_t i = len - FMT2_PAIR_LEN; i < len; i++)
+        b[i] |= mid[i];
+    gc_save_file(c, GC_V "pair-two-footers", b, len);
+    free(mid);
+    for (uint64_t i = 1; i < 3; i++) {
+        uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
+        if (at + n > old_len)
+            n = old_len - at;
+        memcpy(b + at, old + at, n);
+    }
+    gc_save_file(c, GC_V "pair-interrupted", b, len);
+    fmt2_footer pl[2];
+    int n = 0;
+    if (fmt2_pair_read(fd, len, GC_BS, pl, &n) != FMT_OK || n < 1)
+        gc_die("no footer pair");
+    b[pl[n - 1].j_off + pl[n - 1].j_len / 2] ^= 0x40;
+    gc_save_file(c, GC_V "pair-newer-torn", b, len);
+    free(b);
+    free(old);
+    gc_close_save(c, f, fd, GC_V "pair-released");
+    free(buf);
+}
+
 /* An appending writer caught between streaming commits: hidden frames after the table. */
 static void gc_streaming(const gc_ctx *c)
 {
@@ -311,6 +362,7 @@ int main(int argc, char **argv)
     gc_simple(&c);
     gc_rewritten(&c);
     gc_journal(&c);
+    gc_pair(&c);
     gc_streaming(&c);
     gc_foreign(&c);
     gc_superblocks(&c);
