@@ -195,12 +195,15 @@ typedef struct {
     uint32_t block;                    /* the main store's block size */
     unsigned rounds, ops, edits, file_mib, fio_secs, hole_gb;
     unsigned tree_files;               /* files in the metadata rows' tree */
+    const char *rows;                  /* comma-separated row tags to run; NULL: all */
 } bn_wl_cfg;
 
 typedef struct bn_wl bn_wl;
 
 /* Runs every workload; *out is set even on failure (free it). 0, or -1 when the part could
  * not start; a workload that failed on a rival is recorded and counted by bn_wl_failures. */
+/* Whether every comma-separated tag of rows names a workloads row (--wl-rows). */
+int bn_wl_rows_valid(const char *rows);
 int bn_wl_run(const bn_wl_cfg *c, bn_wl **out);
 int bn_wl_failures(const bn_wl *w);
 size_t bn_wl_targets(const bn_wl *w, bn_target *t, size_t cap);

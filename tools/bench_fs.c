@@ -27,7 +27,8 @@
     "[--rounds N] [--quick] [--mb N] [--block 64K|256K|1M|4M] [--synthetic] [--tree DIR] " \
     "[--tree-files N] [--workdir DIR] [--fio-secs S] [--fio-mb N] [--writers N] "         \
     "[--writer-mb N] [--mem-mb N] [--overhead-mb N] [--engine-mb N] [--wl-ops N] "        \
-    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--passthrough-src FILE]"
+    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--wl-rows LIST] "            \
+    "[--passthrough-src FILE]"
 
 #define BN_LINUX_TOP "linux-source-6.1"
 #define BN_IO_CHUNK (128u * 1024u)
@@ -53,6 +54,7 @@ typedef struct {
     unsigned writers, writer_mib, mem_mb, overhead_mb;
     size_t engine_mib;
     unsigned wl_ops, wl_edits, wl_mib, hole_gb, wl_tree;
+    const char *wl_rows;
     const char *pt_src;
 } bn_fopts;
 
@@ -148,6 +150,10 @@ static void bn_fs_help(void)
            "  --wl-tree N       files in the metadata rows' tree: cp -r, tar -x, find | xargs\n"
            "                    stat, du -s, ls -lR, git status, rm -r (default 2000, under\n"
            "                    passthrough_ll's one descriptor per inode; quick 100)\n"
+           "  --wl-rows LIST    only these rows, comma-separated (default all): sqlite-delete,\n"
+           "                    sqlite-wal, append, fsync-append, fio, fio-fsync32, edits,\n"
+           "                    tree-cp, tree-tar, tree-stat, tree-du, tree-ls, tree-git,\n"
+           "                    tree-rm, holes, write-bytes\n"
            "  --passthrough-src FILE  passthrough_ll.c (default: libfuse3-dev's example)\n");
 }
 
@@ -173,6 +179,10 @@ static int bn_fs_opt(int c, const char *arg, bn_fopts *o)
     case 'H': return bn_fs_uint(arg, 1, 1 << 20, &o->hole_gb, "bad --hole-gb (1..1048576)");
     case 'Y': return bn_fs_uint(arg, 1, 1e6, &o->wl_tree, "bad --wl-tree (1..1000000)");
     case 'P': o->pt_src = arg; return BN_CONTINUE;
+    case 'L':
+        o->wl_rows = arg;
+        return bn_wl_rows_valid(arg) ? BN_CONTINUE
+                                     : bn_usage_error(BN_FS_USAGE, "bad --wl-rows", arg);
     case 'q': o->quick = 1; return BN_CONTINUE;
     case 'm':
         rc = bn_fs_uint(arg, 1, 1 << 16, &u, "bad --mb (MiB, 1..65536)");
@@ -264,6 +274,7 @@ static int bn_fs_args(int argc, char **argv, bn_fopts *o)
         {"wl-mb", required_argument, NULL, 'X'},   {"hole-gb", required_argument, NULL, 'H'},
         {"passthrough-src", required_argument, NULL, 'P'},
         {"wl-tree", required_argument, NULL, 'Y'},
+        {"wl-rows", required_argument, NULL, 'L'},
         {NULL, 0, NULL, 0},
     };
     *o = (bn_fopts){.mode = argv[0], .parts = bn_fs_parts(argv[0]), .block = 1u << 20,
@@ -860,7 +871,8 @@ static int bn_part_wl(bn_fs *b)
                    .big_len = b->big_len, .pt_src = b->o.pt_src, .block = b->o.block,
                    .rounds = b->o.wl_rounds, .ops = b->o.wl_ops, .edits = b->o.wl_edits,
                    .file_mib = b->o.wl_mib, .fio_secs = b->o.fio_secs,
-                   .hole_gb = b->o.hole_gb, .tree_files = b->o.wl_tree};
+                   .hole_gb = b->o.hole_gb, .tree_files = b->o.wl_tree,
+                   .rows = b->o.wl_rows};
     return bn_wl_run(&c, &b->wl);
 }
 

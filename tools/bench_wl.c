@@ -92,6 +92,7 @@ struct bn_wl {
     bn_wl_size size[BN_WL_N][2];       /* the two fpgalz4fs stores, last round */
     bn_wl_hole hole[BN_WR_N];
     bn_wl_wb wb[BN_WR_N];
+    const char *hole_skip, *wb_skip;   /* the holes and write_bytes parts not run: why */
     bn_target t[BN_MAX_TARGETS];
     char tname[BN_MAX_TARGETS][192], ttag[BN_MAX_TARGETS][48];
     size_t nt;
@@ -855,6 +856,16 @@ static void bn_wl_names(bn_wl *w)
                  w->c.tree_files);
 }
 
+/* Whether --wl-rows names the row tagged tag (every row without --wl-rows). */
+static int bn_wl_wanted(const bn_wl *w, const char *tag)
+{
+    size_t n = strlen(tag);
+    for (const char *p = w->c.rows; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, tag, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    return !w->c.rows;
+}
+
 static void bn_wl_series_init(bn_wl *w)
 {
     for (int k = 0; k < BN_WL_N; k++)
@@ -862,6 +873,8 @@ static void bn_wl_series_init(bn_wl *w)
             bn_series *s = &w->s[k][r];
             *s = (bn_series){.row = w->wname[k], .rival = w->rname[r],
                              .unit = bn_wl_kinds[k].unit, .skip = w->rskip[r]};
+            if (!s->skip && !bn_wl_wanted(w, bn_wl_kinds[k].tag))
+                s->skip = "not in --wl-rows";
             if (!s->skip && bn_wl_kinds[k].tool && !bn_have(bn_wl_kinds[k].tool)) {
                 snprintf(w->skipbuf[k][r], sizeof(w->skipbuf[k][r]), "%s is not installed",
                          bn_wl_kinds[k].tool);
@@ -986,7 +999,9 @@ static void bn_wl_wb_target(bn_wl *w, int r)
              "overwrite + fsync <= 2 x compressed block + 64 KiB", bs);
     snprintf(w->ttag[t - w->t], 48, "%s write_bytes", bs);
     t->measured = x->at_close / 1024.0, t->required = (2.0 * x->cblock + 65536) / 1024.0;
-    if (!x->ok || x->cblock < 0)
+    if (w->wb_skip)
+        bn_wl_skip(w, t, w->wb_skip);
+    else if (!x->ok || x->cblock < 0)
         bn_wl_skip(w, t, "the write_bytes row failed");
 }
 
@@ -1026,23 +1041,41 @@ int bn_wl_run(const bn_wl_cfg *c, bn_wl **out)
         for (int k = 0; k < BN_WL_N; k++)
             for (int r = 0; r < BN_WR_N; r++)
                 bn_wl_one(w, k, r, round);
+    w->hole_skip = bn_wl_wanted(w, "holes") ? NULL : "not in --wl-rows";
+    w->wb_skip = bn_wl_wanted(w, "write-bytes") ? NULL : "not in --wl-rows";
     for (int r = 0; r < BN_WR_N; r++)
-        if (!w->rskip[r])
+        if (!w->rskip[r] && !w->hole_skip)
             bn_wl_hole_one(w, r);
     for (int r = 0; r < BN_WR_PLAIN; r++)
-        if (!w->rskip[r])
+        if (!w->rskip[r] && !w->wb_skip)
             bn_wl_wb_one(w, r);
     bn_wl_finish(w);
     return 0;
+}
+
+int bn_wl_rows_valid(const char *rows)
+{
+    for (const char *p = rows; p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        int ok = (n == 5 && strncmp(p, "holes", n) == 0) ||
+                 (n == 11 && strncmp(p, "write-bytes", n) == 0);
+        for (int k = 0; k < BN_WL_N && !ok; k++)
+            ok = strlen(bn_wl_kinds[k].tag) == n && strncmp(p, bn_wl_kinds[k].tag, n) == 0;
+        if (!ok)
+            return 0;
+        p = e ? e + 1 : NULL;
+    }
+    return 1;
 }
 
 int bn_wl_failures(const bn_wl *w)
 {
     int n = w->failures;
     for (int r = 0; r < BN_WR_N; r++)
-        n += !w->rskip[r] && !w->hole[r].ok;
+        n += !w->rskip[r] && !w->hole_skip && !w->hole[r].ok;
     for (int r = 0; r < BN_WR_PLAIN; r++)
-        n += !w->rskip[r] && !w->wb[r].ok;
+        n += !w->rskip[r] && !w->wb_skip && !w->wb[r].ok;
     return n;
 }
 
@@ -1138,9 +1171,9 @@ static void bn_wl_hole_table(FILE *f, const bn_wl *w)
                "--- |\n", w->c.hole_gb, BN_WL_HUGE);
     for (int r = 0; r < BN_WR_N; r++) {
         const bn_wl_hole *h = &w->hole[r];
-        if (w->rskip[r] || !h->ok) {
+        if (w->rskip[r] || w->hole_skip || !h->ok) {
             fprintf(f, "| %s | %s | - | - | - | - |\n", w->rname[r],
-                    w->rskip[r] ? "skipped" : "FAILED");
+                    w->rskip[r] || w->hole_skip ? "skipped" : "FAILED");
             continue;
         }
         char grow[32] = "-";
@@ -1161,9 +1194,9 @@ static void bn_wl_wb_table(FILE *f, const bn_wl *w)
                "block | goal (2 x block + 64 KiB) |\n| --- | ---: | ---: | ---: | ---: |\n");
     for (int r = 0; r < BN_WR_PLAIN; r++) {
         const bn_wl_wb *x = &w->wb[r];
-        if (w->rskip[r] || !x->ok) {
+        if (w->rskip[r] || w->wb_skip || !x->ok) {
             fprintf(f, "| %s | %s | - | - | - |\n", w->rname[r],
-                    w->rskip[r] ? "skipped" : "FAILED");
+                    w->rskip[r] || w->wb_skip ? "skipped" : "FAILED");
             continue;
         }
         if (x->cblock >= 0)
