@@ -333,6 +333,7 @@ void ff_restore_mtime(ff_file *f)
 {
     struct timespec ts[2] = {{0, UTIME_OMIT}, f->mtime};
     (void)futimens(f->fd, ts);
+    f->mtime_stale = 0;
 }
 
 int ff_sync_for(ff_file *f, int durable)
@@ -449,7 +450,7 @@ static int ff_batch_finish_one(ff_file *f)
         if (rc == 0)
             ff_adopt(f, p);
     }
-    ff_restore_mtime(f);
+    f->mtime_stale = 1;                /* put back at the release (ff_commit says why) */
     ff_batch_drop(f->env, p);
     if (rc < 0) {
         ff_commit_failed(f, rc);
@@ -564,7 +565,10 @@ int ff_commit(ff_file *f, int durable, int pressure)
     } else if (p.planned) {
         ff_commit_failed(f, rc);
     }
-    ff_restore_mtime(f);
+    /* The backing file's mtime is put back at the release, not now: a change of its
+     * attributes after a sync makes the backing filesystem's next sync of anything in the
+     * directory a journal commit (a database's fsync of its directory, for one). */
+    f->mtime_stale = 1;
     ff_plan_free(f->env, &p);
     if (rc == 0 && full)
         f->deferred_err = 0;

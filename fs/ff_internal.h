@@ -166,6 +166,10 @@ struct ff_file_s {
     uint64_t tail_block;               /* the block whose committed content is the tail's
                                           input; UINT64_MAX: none */
     struct timespec mtime;             /* logical modification time */
+    int mtime_stale;                   /* the backing file's mtime is that of its last
+                                          write, not mtime: put back at the release, and
+                                          before an fsync (ff_sync_for); while the file is
+                                          open its attributes come from memory */
     uint64_t ctime_ns;                 /* the backing file's ctime when it was opened */
     uint64_t ra_next;                  /* the block after the last read: a read starting
                                           there is sequential (ff_ahead.c) */

@@ -247,15 +247,34 @@ static fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_
     return e;
 }
 
+/* Where the pages that stored block i's padding gave back begin, when memory knows the
+ * frame in its slot (not a hole): the pages before hold data, those from there to the end of
+ * the slot are holes. 0: not known. */
+static uint64_t ff2_holes_from(ff_file *f, uint64_t i)
+{
+    const ff_blk *b = &f->blk[i];
+    uint64_t flen;
+    if (i >= f->n_stored || (b->off & FMT_ENTRY_ZERO) ||
+        (b->off & FMT_OFFSET_MASK) != ff2_word_off(f, i) || ff2_stored_frame_len(f, i, &flen) < 0)
+        return 0;
+    return (fmt2_slot_off(f->bs, i) + flen + 8 + 4095) & ~4095ull;
+}
+
 /* A slot's padding was given back to the backing filesystem, so a frame that grows needs
  * new space: it is reserved before the journal becomes the commit, so that a full disk
- * fails the commit cleanly instead of tearing a slot the journal would have to redo. */
+ * fails the commit cleanly instead of tearing a slot the journal would have to redo. Only
+ * pages that are holes are reserved: a fallocate over allocated pages still changes the
+ * backing file's metadata, and the commit's fdatasync then costs a journal commit of the
+ * backing filesystem. */
 static int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
 {
     for (uint32_t k = 0; k < n; k++) {
         uint64_t at = fmt2_slot_off(f->bs, e[k].block);
         uint64_t len = (e[k].frame_len ? e[k].frame_len : FMT2_HOLE_HEAD) + 8;
-        if (fallocate(f->fd, FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) < 0 &&
+        uint64_t data = e[k].frame_len ? ff2_holes_from(f, e[k].block) : 0;
+        if (data > at)
+            len = at + len > data ? at + len - data : 0, at = data;
+        if (len && fallocate(f->fd, FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) < 0 &&
             errno != EOPNOTSUPP && errno != ENOSYS)
             return -errno;
         if (!e[k].frame_len &&
@@ -280,13 +299,19 @@ static int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint6
 }
 
 /* The in-place part: slots that hold committed blocks. Reads decode outside the file's
- * lock, so they are kept out while the bytes under them change. */
+ * lock, so they are kept out while the bytes under them change. A frame over a frame
+ * punches only the pages the old one held (ff2_reserve_slots says why). */
 static int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
 {
     int rc = 0;
     ff_io_exclusive(f);
-    for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++)
-        rc = ff2_write_frame(f, &fr->v[k], n, tail);
+    for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++) {
+        const ff2_frame *e = &fr->v[k];
+        uint64_t holes = e->frame_len ? ff2_holes_from(f, e->block) : 0;
+        rc = holes ? fmt2_rewrite_slot(f->fd, f->bs, e->block, e->frame, e->frame_len, e->len,
+                                       ff2_slot_end(f, e->block, n, tail), holes)
+                   : ff2_write_frame(f, e, n, tail);
+    }
     bc_forget_file(f->env->cache, f->id);
     pthread_rwlock_unlock(&f->io);
     return rc;
@@ -433,7 +458,7 @@ static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
  * goes past the file's present end, where both places read as zeros, so that no footer of
  * an earlier layout can be taken for one of it; a live journal is synced first, since the
  * new one may overwrite it. */
-static int ff2_pair_lay_out(ff_file *f, uint64_t jlen)
+static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen)
 {
     struct stat st;
     int rc = f->v2.j_live ? ff2_sync(f) : 0;
@@ -443,17 +468,20 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t jlen)
      * a later footer written at the tail may land exactly over it. Were that write lost and
      * the cut after it kept, this one would end the file again, naming slots that changed
      * since. It is zeroed here, on the disk with the pair commit's sync. */
-    if (rc == 0 && (uint64_t)st.st_size >= f->v2.tail + FMT2_FOOTER_LEN)
+    if (rc == 0 && (uint64_t)st.st_size >= tail + FMT2_FOOTER_LEN)
         rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
     if (rc < 0)
         return rc;
-    uint64_t area = fmt2_slot_off(f->bs, f->n_stored), half = ff2_pair_half(f->bs, jlen);
+    uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, jlen);
     uint64_t end = area + 2 * half;
     if (end < (uint64_t)st.st_size)
         end = (uint64_t)st.st_size;
     f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
     f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
-    return 0;
+    /* The area is written now (zeros), with the commit that lays it out: a journal written
+     * later over written space changes no metadata (space merely reserved would have to be
+     * converted), so that commit's sync is the data alone. */
+    return fmt_pwrite_all(f->fd, f->env->zeros, 2 * half, area);
 }
 
 /* A durable in-place commit through the pair: journal into the area, beside the one the
@@ -469,7 +497,7 @@ static int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t
         return -ENOMEM;
     uint64_t jlen = fmt2_journal_len(e, n_j), at = ff2_pair_room(f, jlen);
     int rc = ff2_reserve_slots(f, e, n_j);
-    if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, jlen)) == 0)
+    if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, t->n, t->tail, jlen)) == 0)
         at = f->v2.area;
     if (rc == 0)
         rc = ff2_write_journal(f, e, n_j, at, &jlen);
@@ -493,6 +521,35 @@ static int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t
     if (rc == 0)
         f->v2.j_pending = 0;
     else                               /* the next commit lays the pair out anew, past it */
+        f->v2.paired = 0;
+    return rc;
+}
+
+/* A durable commit that only appended: instead of a footer at the tail, a pair laid out for
+ * the last block, its footer naming no journal. A writer that syncs and then rewrites what
+ * it appended (a database's journal file rewrites its header) then finds the pair in place:
+ * its commit changes no length and allocates nothing, so its sync is the backing file's data
+ * alone. Not when the last block's journal would not fit a half. */
+static int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    uint64_t flen = 0;
+    const ff2_frame *last = &fr->v[fr->n - 1];
+    if (last->block + 1 == t->n)
+        flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
+    uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
+    if (!flen || !ff2_pair_half(f->bs, jlen))
+        return 1;
+    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
+    ft.paired = 1;
+    if (rc == 0)
+        rc = fmt2_place_write(f->fd, f->v2.eof, 1, &ft);
+    if (rc == 0)
+        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
+        f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1;
+    if (rc == 0)
+        rc = ff2_sync_for(f, t->durable);
+    if (rc < 0)
         f->v2.paired = 0;
     return rc;
 }
@@ -572,7 +629,9 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
         rc = ff2_commit_pair(f, &fr, &t);
     } else if (rc == 0 && (in_place || t.shrink)) {
         rc = ff2_commit_journal(f, &fr, &t);
-    } else if (rc == 0) {
+    } else if (rc == 0 && durable && fr.n && (rc = ff2_commit_open_pair(f, &fr, &t)) <= 0) {
+        /* laid out (or failed) */
+    } else if (rc >= 0) {
         rc = ff2_settle(f, t.size, t.tail, t.fresh_pre);
         if (rc == 0 && durable)
             rc = ff2_sync_for(f, durable);
@@ -801,7 +860,8 @@ int ff2_release(ff_file *f)
             return rc;
         f->v2.fresh = f->v2.promised = f->n_stored;
     }
-    if (f->v2.j_len == 0 && (f->v2.disk_fresh >= f->v2.fresh || f->v2.fresh > f->n_stored))
+    if (f->v2.j_len == 0 && !f->v2.paired &&
+        (f->v2.disk_fresh >= f->v2.fresh || f->v2.fresh > f->n_stored))
         return 0;
     return ff2_settle(f, f->v2.size, f->v2.tail,
                       f->v2.fresh < f->n_stored ? f->v2.fresh : f->n_stored);
@@ -816,7 +876,7 @@ int ff2_promise(ff_file *f)
     f->v2.j_live = 0;                  /* the caller's sync put the slots on the disk */
     f->v2.fresh = f->v2.promised = f->n_stored;
     /* a journal kept at rest is dead now too: the footer goes back behind the slots */
-    return f->v2.disk_fresh >= f->n_stored && f->v2.j_len == 0
+    return f->v2.disk_fresh >= f->n_stored && f->v2.j_len == 0 && !f->v2.paired
                ? 0
                : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
 }

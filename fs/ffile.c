@@ -223,6 +223,8 @@ int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
         if (rc == 0 && !f->foreign && f->version == 2 && !f->env->opt.read_only)
             rc = ff2_release(f);
+        if (f->mtime_stale)
+            ff_restore_mtime(f);
         if (rc == 0 && st && fstat(f->fd, &now) == 0)
             *st = now, *size = f->foreign ? (uint64_t)now.st_size : f->size;
         ff_unlock_charged(f);
@@ -269,7 +271,7 @@ int ff_set_times(ff_file *f, const struct timespec tv[2])
     if (rc < 0)
         return rc;
     if (tv[1].tv_nsec != UTIME_OMIT)
-        f->mtime = tv[1];
+        f->mtime = tv[1], f->mtime_stale = 0;
     rc = futimens(f->fd, tv) < 0 ? -errno : 0;
     pthread_mutex_unlock(&f->lock);
     return rc;

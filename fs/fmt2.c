@@ -120,9 +120,11 @@ static int fmt2_write_hole(int fd, uint32_t bs, uint64_t at, uint32_t len, uint3
 }
 
 /* The frame's last bytes and the padding header go out in one write; the padding's payload
- * is given back to the backing filesystem. */
-int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
-                    uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker)
+ * is given back to the backing filesystem, up to holes_from when that is not 0 (the pages
+ * from there on are holes already). */
+static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
+                         uint32_t frame_len, uint32_t len, uint32_t zsum, uint64_t end,
+                         const uint8_t *marker, uint64_t holes_from)
 {
     uint64_t at = fmt2_slot_off(bs, i);
     uint8_t tail[FMT2_HOLE_TAIL + 8];
@@ -150,9 +152,22 @@ int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint3
     } else if (rc == 0 && tail_len) {
         rc = fmt_pwrite_all(fd, tail, tail_len, fend - FMT2_HOLE_TAIL);
     }
-    if (rc == 0 && end > fend + 8)
-        fmt_punch(fd, fend + 8, end - fend - 8);
+    uint64_t stop = holes_from && holes_from < end ? holes_from : end;
+    if (rc == 0 && stop > fend + 8)
+        fmt_punch(fd, fend + 8, stop - fend - 8);
     return rc;
+}
+
+int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+                    uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker)
+{
+    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, zsum, end, marker, 0);
+}
+
+int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+                      uint32_t len, uint64_t end, uint64_t holes_from)
+{
+    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, 0, end, NULL, holes_from);
 }
 
 int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
@@ -243,9 +258,9 @@ fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[
     if (fmt_pread_all(fd, b, sizeof(b), file_len - FMT2_PAIR_LEN) < 0)
         return FMT_ERR_IO;
     for (int k = 0; k < 2; k++) {
-        fmt2_footer t;         /* a paired footer always names the journal of its commit */
+        fmt2_footer t;
         if (fmt2_footer_parse(b + k * FMT2_FOOTER_LEN, bs, file_len - FMT2_PAIR_LEN,
-                              FMT2_FOOTER_PAIRED, &t) && t.j_len)
+                              FMT2_FOOTER_PAIRED, &t))
             ft[(*n)++] = t;
     }
     if (*n == 2 && ft[0].seq > ft[1].seq) {
@@ -576,8 +591,8 @@ static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum
     uint32_t ne[2] = {0, 0};
     int n = 0, ok[2] = {0, 0}, top = -1, old = -1;
     fmt_error err = fmt2_pair_read(fd, r->file_len, bs, pl, &n);
-    for (int k = 0; err == FMT_OK && k < n; k++) {
-        err = fmt2_journal_of(fd, bs, &pl[k], &buf[k], &e[k], &ne[k]);
+    for (int k = 0; err == FMT_OK && k < n; k++) {   /* a footer may name no journal */
+        err = pl[k].j_len ? fmt2_journal_of(fd, bs, &pl[k], &buf[k], &e[k], &ne[k]) : FMT_OK;
         ok[k] = err == FMT_OK;
         err = err == FMT_ERR_NO_TRAILER ? FMT_OK : err;
     }

@@ -96,6 +96,12 @@ fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
  * if the write that made the file was lost (FORMAT.md 11.5). */
 int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                     uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker);
+/* The same for a frame (not a hole) rewritten in place, when the pages of slot i from
+ * holes_from on (a page boundary) are known to be holes already: punching them again, or
+ * reserving what is allocated, would change the backing file's metadata, which makes the
+ * next fdatasync a journal commit of the backing filesystem. */
+int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+                      uint32_t len, uint64_t end, uint64_t holes_from);
 /* Writes whole-block holes in slots [a, b), each followed by another slot: one write of
  * the bytes between two blocks' data per block. [a's slot, zero_end) is zeroed first (old
  * bytes there); past it the file must read as zeros already. */
