@@ -422,6 +422,7 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
  * the logical size (FORMAT.md 13), as the small journal of 11.1 does. 0: no half fits a
  * journal of jlen bytes. */
 #define FF2_PAIR_SLACK 2048u
+#define FF2_PAIR_ZEROS (32u << 10)     /* what opening the pair writes ahead of a journal */
 static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
 {
     uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
@@ -478,10 +479,7 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen
         end = (uint64_t)st.st_size;
     f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
     f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
-    /* The area is written now (zeros), with the commit that lays it out: a journal written
-     * later over written space changes no metadata (space merely reserved would have to be
-     * converted), so that commit's sync is the data alone. */
-    return fmt_pwrite_all(f->fd, f->env->zeros, 2 * half, area);
+    return 0;
 }
 
 /* A durable in-place commit through the pair: journal into the area, beside the one the
@@ -540,6 +538,12 @@ static int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_targ
     if (!flen || !ff2_pair_half(f->bs, jlen))
         return 1;
     int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
+    /* The half the next journal goes into is written now (zeros, at most FF2_PAIR_ZEROS):
+     * a journal written later over written space changes no metadata (space merely
+     * reserved would have to be converted), so that commit's sync is the data alone. */
+    uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
+    if (rc == 0)
+        rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
     ft.paired = 1;
     if (rc == 0)
