@@ -201,8 +201,11 @@ static void gc_journal(const gc_ctx *c)
     gc_save_file(c, GC_V "journal-at-rest", b, len);
     for (uint64_t i = 0; i < 4; i++) {
         uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
-        if (at + n > old_len)
-            n = old_len - at;
+        uint64_t end = old_len < len ? old_len : len;    /* either may be the longer */
+        if (at >= end)
+            break;
+        if (at + n > end)
+            n = end - at;
         memcpy(b + at, old + at, n);   /* the old slots; tail, journal and footer are new */
     }
     gc_save_file(c, GC_V "interrupted-commit", b, len);
@@ -233,6 +236,7 @@ static void gc_pair(const gc_ctx *c)
     if (ff_flush(f, 1) != 0)
         gc_die("ff_flush");
     uint8_t *old = gc_bytes(fd, &old_len), *mid = NULL;
+    gc_save_file(c, GC_V "pair-opened", old, old_len);   /* its footer names no journal */
     for (int k = 0; k < 3; k++) {
         gc_fill(buf, 300, 43 + (uint64_t)k);
         gc_write(f, buf, 300, (off_t)(GC_BS + 1000 * (uint64_t)k));
@@ -252,8 +256,11 @@ static void gc_pair(const gc_ctx *c)
     free(mid);
     for (uint64_t i = 1; i < 3; i++) {
         uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
-        if (at + n > old_len)
-            n = old_len - at;
+        uint64_t end = old_len < len ? old_len : len;
+        if (at >= end)
+            break;
+        if (at + n > end)
+            n = end - at;
         memcpy(b + at, old + at, n);
     }
     gc_save_file(c, GC_V "pair-interrupted", b, len);
