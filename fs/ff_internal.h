@@ -19,7 +19,10 @@
  *                was written, ff_commit, and the streaming batches in the engine
  *   ff_repair.c  loading an own file's seek table, finishing interrupted commits,
  *                rebuilding the table of a torn file, reading the marker
- *   ff_slots.c   version 2: commits, streaming bricks, opening, rollback
+ *   ff_slots.c   version 2: commits, streaming bricks, rollback (ff_slots.h: what the
+ *                three version 2 files share)
+ *   ff_pair.c    version 2: the footer pair (durable in-place commits, one sync each)
+ *   ff_load2.c   version 2: opening, repair, release, the size of a closed file
  *   ff_fds.c     bounded backing descriptors: idle files close theirs, reopen on use */
 #ifndef FPGALZ4FS_FF_INTERNAL_H
 #define FPGALZ4FS_FF_INTERNAL_H
@@ -278,7 +281,7 @@ void ff_fds_remove(ff_file *f);        /* before the descriptor is closed for go
 int ff_lock_charged(ff_file *f);       /* ff_lock, and the thread writes as f->owner */
 void ff_unlock_charged(ff_file *f);    /* the thread's fsuid back, then f->lock */
 
-/* ff_slots.c: version 2 */
+/* ff_slots.c, ff_pair.c, ff_load2.c: version 2 */
 int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable);
 int ff2_stream_write(ff_file *f, ff_commit_plan *p);
 int ff2_load(ff_file *f, uint64_t file_len);

@@ -1,5 +1,6 @@
-/* Commits, opening and repair of format version 2 files (docs/FORMAT.md, part II): every
- * block has its own slot, so a commit writes the blocks that changed and nothing else.
+/* Commits of format version 2 files (docs/FORMAT.md, part II): every block has its own slot,
+ * so a commit writes the blocks that changed and nothing else. The footer pair is in
+ * ff_pair.c, opening and repair in ff_load2.c; ff_slots.h is what they share.
  *
  * Blocks past the committed ones (appends, holes) go straight to their slots: nothing old
  * lies there. Blocks rewritten in place go first into a journal after the slots, which the
@@ -15,26 +16,10 @@
 #include <unistd.h>
 
 #include "bcache.h"
-#include "ff_internal.h"
-#include "fmt2.h"
+#include "ff_slots.h"
 
 /* A journal larger than this is not left in the file at rest: its commit syncs and cuts it. */
 #define FF2_JOURNAL_KEEP(bs) ((uint64_t)(bs) / 2)
-
-/* The frame of each block a plan writes, encoded once: journal and slot get the same bytes. */
-typedef struct {
-    uint64_t block;
-    uint32_t len;                      /* logical length */
-    uint32_t frame_len;                /* 0 for a hole */
-    uint8_t *frame;                    /* into ff2_frames.buf */
-    int from_tail;                     /* made by the file's tail compressor (ff_tail.c) */
-} ff2_frame;
-
-typedef struct {
-    ff2_frame *v;
-    uint64_t n;
-    uint8_t *buf;
-} ff2_frames;
 
 static void ff2_frames_free(ff2_frames *fr)
 {
@@ -113,7 +98,7 @@ static int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
     return 0;
 }
 
-static uint64_t ff2_word_off(const ff_file *f, uint64_t i)
+uint64_t ff2_word_off(const ff_file *f, uint64_t i)
 {
     return fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN;
 }
@@ -218,7 +203,7 @@ static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint6
 }
 
 /* A sync: every journal before it is dead once it returns. */
-static int ff2_sync_for(ff_file *f, int durable)
+int ff2_sync_for(ff_file *f, int durable)
 {
     int rc = ff_sync_for(f, durable);
     if (rc == 0)
@@ -226,14 +211,14 @@ static int ff2_sync_for(ff_file *f, int durable)
     return rc;
 }
 
-static int ff2_sync(ff_file *f)
+int ff2_sync(ff_file *f)
 {
     return ff2_sync_for(f, FF_DURABLE_DATA);
 }
 
 /* The entries of the blocks rewritten in place, for the journal. */
-static fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_out,
-                                 int *promised)
+fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_out,
+                          int *promised)
 {
     fmt2_jentry *e = calloc(fr->n ? fr->n : 1, sizeof(*e));
     uint32_t n = 0;
@@ -266,7 +251,7 @@ static uint64_t ff2_holes_from(ff_file *f, uint64_t i)
  * pages that are holes are reserved: a fallocate over allocated pages still changes the
  * backing file's metadata, and the commit's fdatasync then costs a journal commit of the
  * backing filesystem. */
-static int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
+int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
 {
     for (uint32_t k = 0; k < n; k++) {
         uint64_t at = fmt2_slot_off(f->bs, e[k].block);
@@ -285,8 +270,8 @@ static int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
     return 0;
 }
 
-static int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
-                             uint64_t *len)
+int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                      uint64_t *len)
 {
     *len = fmt2_journal_len(e, n);
     uint8_t *buf = malloc(*len);
@@ -301,7 +286,7 @@ static int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint6
 /* The in-place part: slots that hold committed blocks. Reads decode outside the file's
  * lock, so they are kept out while the bytes under them change. A frame over a frame
  * punches only the pages the old one held (ff2_reserve_slots says why). */
-static int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
+int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
 {
     int rc = 0;
     ff_io_exclusive(f);
@@ -337,15 +322,15 @@ static uint64_t ff2_fresh_after(const ff_file *f, const ff2_frames *fr, uint64_t
     return b < n ? b : n;
 }
 
-static fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t j_off,
-                              uint64_t j_len, uint64_t fresh)
+fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t j_off,
+                       uint64_t j_len, uint64_t fresh)
 {
     return (fmt2_footer){size, (size + f->bs - 1) / f->bs, tail, j_off, j_len, f->v2.seq + 1,
                          fresh, 0};
 }
 
 /* Drops the journal: the footer goes right after the slots again. */
-static int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
+int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
 {
     fmt2_footer ft = ff2_footer(f, size, tail, 0, 0, fresh);
     int rc = fmt2_footer_write(f->fd, tail, &ft);
@@ -354,15 +339,6 @@ static int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
         f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0;
     return rc;
 }
-
-typedef struct {
-    uint64_t n, size, tail, fresh;
-    int shrink, durable;
-    uint64_t fresh_pre;                /* what a footer written before this commit's sync
-                                          says: a power loss before the sync returns may keep
-                                          the footer and lose blocks written since the last
-                                          one, which the check at open then finds */
-} ff2_target;
 
 /* The footer is the commit point of blocks rewritten in place: journal, footer, [sync],
  * slots. A shrinking commit puts both after the old footer, whose state stays whole until
@@ -411,150 +387,6 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     }
     if (rc == 0)
         f->v2.j_pending = 0;
-    return rc;
-}
-
-/* ---- the footer pair (FORMAT.md 11.6) ---- */
-
-/* The pair's area is two halves, each a quarter larger than the journal that laid it out
- * plus 2 KiB, so that journals that grow a little from commit to commit still fit; but the
- * whole area stays under one block, so that slots, area and pair keep within two blocks of
- * the logical size (FORMAT.md 13), as the small journal of 11.1 does. 0: no half fits a
- * journal of jlen bytes. */
-#define FF2_PAIR_SLACK 2048u
-#define FF2_PAIR_ZEROS (32u << 10)     /* what opening the pair writes ahead of a journal */
-static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
-{
-    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
-    uint64_t half = (want < most ? want : most) / FMT2_PAIR_LEN * FMT2_PAIR_LEN;
-    return jlen <= half ? half : 0;
-}
-
-/* Whether this commit's journal goes into the footer pair: the commit syncs anyway (it is
- * durable or rewrites a promised block), rewrites committed blocks and nothing else (an
- * appended slot would land in the area), and its journal is small. */
-static int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
-{
-    if (t->shrink || t->n != f->n_stored || !fr->n || fr->v[fr->n - 1].block >= f->n_stored)
-        return 0;
-    uint32_t n_j;
-    int promised;
-    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
-    int yes = e && (t->durable || promised) && ff2_pair_half(f->bs, fmt2_journal_len(e, n_j));
-    free(e);
-    return yes;
-}
-
-/* Where a journal of jlen bytes goes in the pair's area without touching the journal of the
- * commit before, which is live until this commit's sync: the other half. 0: it does not
- * fit. */
-static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
-{
-    if (!f->v2.paired || jlen > f->v2.half)
-        return 0;
-    return f->v2.j_off == f->v2.area ? f->v2.area + f->v2.half : f->v2.area;
-}
-
-/* A new area and pair behind the slots, with halves for journals of about jlen bytes. The pair
- * goes past the file's present end, where both places read as zeros, so that no footer of
- * an earlier layout can be taken for one of it; a live journal is synced first, since the
- * new one may overwrite it. */
-static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen)
-{
-    struct stat st;
-    int rc = f->v2.j_live ? ff2_sync(f) : 0;
-    if (rc == 0 && fstat(f->fd, &st) < 0)
-        rc = -errno;
-    /* The footer that ends the file now, if one does, lies in the gap behind the slots, where
-     * a later footer written at the tail may land exactly over it. Were that write lost and
-     * the cut after it kept, this one would end the file again, naming slots that changed
-     * since. It is zeroed here, on the disk with the pair commit's sync. */
-    if (rc == 0 && (uint64_t)st.st_size >= tail + FMT2_FOOTER_LEN)
-        rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
-    if (rc < 0)
-        return rc;
-    uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, jlen);
-    uint64_t end = area + 2 * half;
-    if (end < (uint64_t)st.st_size)
-        end = (uint64_t)st.st_size;
-    f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
-    f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
-    return 0;
-}
-
-/* A durable in-place commit through the pair: journal into the area, beside the one the
- * commit before synced; footer into the other place; one sync; that older footer cleared
- * (its journal is dead from here; the clearing is on the disk before anything overwrites
- * that journal, since that waits for the next sync); then the slots. */
-static int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
-{
-    uint32_t n_j;
-    int promised;
-    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
-    if (!e)
-        return -ENOMEM;
-    uint64_t jlen = fmt2_journal_len(e, n_j), at = ff2_pair_room(f, jlen);
-    int rc = ff2_reserve_slots(f, e, n_j);
-    if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, t->n, t->tail, jlen)) == 0)
-        at = f->v2.area;
-    if (rc == 0)
-        rc = ff2_write_journal(f, e, n_j, at, &jlen);
-    free(e);
-    int place = 1 - f->v2.place;
-    fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
-    ft.paired = 1;
-    if (rc == 0)
-        rc = fmt2_place_write(f->fd, f->v2.eof, place, &ft);
-    if (rc == 0)
-        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = at, f->v2.j_len = jlen,
-        f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail,
-        f->v2.paired = 1, f->v2.place = place;
-    if (rc == 0 && (rc = ff2_sync_for(f, t->durable)) == 0) {
-        f->v2.j_live = 1;
-        f->env->n.pair_commits++;
-        rc = fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
-    }
-    if (rc == 0)
-        rc = ff2_write_in_place(f, fr, t->n, t->tail);
-    if (rc == 0)
-        f->v2.j_pending = 0;
-    else                               /* the next commit lays the pair out anew, past it */
-        f->v2.paired = 0;
-    return rc;
-}
-
-/* A durable commit that only appended: instead of a footer at the tail, a pair laid out for
- * the last block, its footer naming no journal. A writer that syncs and then rewrites what
- * it appended (a database's journal file rewrites its header) then finds the pair in place:
- * its commit changes no length and allocates nothing, so its sync is the backing file's data
- * alone. Not when the last block's journal would not fit a half. */
-static int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
-{
-    uint64_t flen = 0;
-    const ff2_frame *last = &fr->v[fr->n - 1];
-    if (last->block + 1 == t->n)
-        flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
-    uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
-    if (!flen || !ff2_pair_half(f->bs, jlen))
-        return 1;
-    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
-    /* The half the next journal goes into is written now (zeros, at most FF2_PAIR_ZEROS):
-     * a journal written later over written space changes no metadata (space merely
-     * reserved would have to be converted), so that commit's sync is the data alone. */
-    uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
-    if (rc == 0)
-        rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
-    fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
-    ft.paired = 1;
-    if (rc == 0)
-        rc = fmt2_place_write(f->fd, f->v2.eof, 1, &ft);
-    if (rc == 0)
-        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
-        f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1;
-    if (rc == 0)
-        rc = ff2_sync_for(f, t->durable);
-    if (rc < 0)
-        f->v2.paired = 0;
     return rc;
 }
 
@@ -674,213 +506,3 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
     return rc;
 }
 
-/* ---- opening, repair ---- */
-
-static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
-{
-    f->v2 = (ff2_state){.tail = ft->tail, .eof = eof, .seq = ft->seq, .fresh = ft->fresh,
-                        .disk_fresh = ft->fresh, .promised = ft->fresh, .size = ft->size,
-                        .j_off = ft->j_off,
-                        .j_len = ft->j_len, .zsum = f->v2.zsum};
-}
-
-static void ff2_take(ff_file *f, uint64_t size, uint64_t n)
-{
-    f->size = size;
-    f->n_blocks = f->n_stored = n;
-    for (uint64_t i = 0; i < n; i++)   /* size words are read when a block is */
-        f->blk[i] = (ff_blk){.off = ff2_word_off(f, i), .word = 0, .state = FF_CLEAN};
-}
-
-/* A read-only mount cannot rewrite slots: the blocks of a pending journal are read from the
- * journal's copies. */
-static void ff2_use_journal(ff_file *f, const fmt2_recovery *r)
-{
-    for (uint32_t k = 0; k < r->jn; k++) {
-        const fmt2_jentry *e = &r->je[k];
-        if (e->block >= f->n_blocks)
-            continue;                  /* cut by fmt2_check_fresh */
-        ff_blk *b = &f->blk[e->block];
-        if (!e->frame) {
-            b->off |= FMT_ENTRY_ZERO;
-            continue;
-        }
-        b->off = r->jat[k] + FMT_FRAME_HEADER_LEN;
-        b->word = fmt_get32(e->frame + FMT_FRAME_HEADER_LEN);
-    }
-}
-
-static void ff2_log_recovery(ff_file *f, const fmt2_recovery *r, uint64_t file_len)
-{
-    int ro = f->env->opt.read_only;
-    if (r->journal_bad)
-        lg_printf(f->env->log, LG_WARN, "%s: the journal of the last commit is damaged; the "
-                  "file is read from its slots as they are", ff_name(f));
-    if (r->torn && ro)
-        lg_printf(f->env->log, LG_WARN, "%s: torn (footer missing or damaged); not repaired "
-                  "on a read-only mount", ff_name(f));
-    else if (r->torn)
-        lg_printf(f->env->log, LG_WARN, "%s: repaired a torn file: %llu blocks (%llu bytes) "
-                  "found in their slots, %llu bytes cut after offset %llu", ff_name(f),
-                  (unsigned long long)r->ft.n_blocks, (unsigned long long)r->ft.size,
-                  (unsigned long long)r->cut, (unsigned long long)r->ft.tail);
-    else if (r->replayed || (r->settled && !r->unsynced))
-        lg_printf(f->env->log, LG_WARN, "%s: finished an interrupted commit (%u blocks "
-                  "rewritten from its journal, %llu bytes of file cut)", ff_name(f), r->replayed,
-                  (unsigned long long)(file_len - r->file_len));
-    if (r->unsynced_cut)
-        lg_printf(f->env->log, LG_WARN, "%s: of the %llu blocks written after its last sync "
-                  "before the store was last left, %llu from block %llu on did not reach the "
-                  "disk whole (a power loss): the file now ends before them", ff_name(f),
-                  (unsigned long long)r->unsynced, (unsigned long long)r->unsynced_cut,
-                  (unsigned long long)r->ft.n_blocks);
-}
-
-/* Whether the file was last changed before this mount began and after the store was last
- * left clean (ff_options): then the session that changed it may have ended in a power
- * loss, and its unsynced blocks are checked (fmt2_check_fresh). */
-int ff2_may_have_lost_power(const ff_env *env, uint64_t ctime_ns)
-{
-    return ctime_ns > env->opt.clean_ns && ctime_ns < env->opt.start_ns;
-}
-
-/* The recovery fsck runs too (fmt2_recover); memory then takes the state it leaves. */
-int ff2_load(ff_file *f, uint64_t file_len)
-{
-    fmt2_recovery r;
-    int ro = f->env->opt.read_only;
-    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, f->v2.zsum, &r);
-    if (err == FMT_OK && ff2_may_have_lost_power(f->env, f->ctime_ns))
-        err = fmt2_check_fresh(f->fd, f->bs, !ro, 1, &r);
-    int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
-    if (rc == 0) {
-        ff2_take(f, r.ft.size, r.ft.n_blocks);
-        ff2_set_state(f, &r.ft, r.file_len);
-        if (r.ft.j_len && !ro)         /* a journal kept at rest: its commit synced every
-                                          block, and its slots may be in the cache only */
-            f->v2.fresh = f->v2.promised = r.ft.n_blocks, f->v2.j_live = 1;
-        if (ro)
-            ff2_use_journal(f, &r);
-        ff2_log_recovery(f, &r, file_len);
-        f->env->n.repairs += r.torn || r.settled || r.unsynced_cut;
-    }
-    if (r.settled || r.replayed)
-        ff_restore_mtime(f);
-    fmt2_recovery_free(&r);
-    return rc;
-}
-
-/* A new file: the marker and a footer of nothing, in one write. */
-size_t ff2_new_file(const ff_env *env, uint8_t *out)
-{
-    fmt2_marker_encode(env->sb.block_size, env->sb.uuid, out);
-    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
-    fmt2_footer_encode(&ft, out + FMT_MARKER_LEN);
-    return FMT_MARKER_LEN + FMT2_FOOTER_LEN;
-}
-
-void ff2_set_new(ff_file *f)
-{
-    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
-    ff2_set_state(f, &ft, FMT_MARKER_LEN + FMT2_FOOTER_LEN);
-}
-
-/* Truncating to nothing: back to the marker, then a footer of nothing. A crash in between
- * leaves the marker alone, which opens as an empty file. */
-int ff2_empty(ff_file *f)
-{
-    if (f->v2.j_live && fdatasync(f->fd) < 0)
-        return -errno;
-    if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
-        return -errno;
-    fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, f->v2.seq + 1, 0, 0};
-    int rc = fmt2_footer_write(f->fd, FMT_MARKER_LEN, &ft);
-    if (rc == 0)
-        ff2_set_state(f, &ft, FMT_MARKER_LEN + FMT2_FOOTER_LEN);
-    return rc;
-}
-
-int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size)
-{
-    fmt2_footer ft;
-    fmt_error err = fmt2_footer_find(fd, file_len, bs, &ft);
-    if (err == FMT_ERR_NO_TRAILER) {
-        fmt2_scan_result sr;
-        if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
-            ft.size = sr.size;
-        *size = ft.size;
-        return err == FMT_OK ? 1 : -fmt_errno(err);  /* the repair's walk decides */
-    }
-    if (err != FMT_OK)
-        return -fmt_errno(err);
-    *size = ft.size;
-    if (ft.paired)                     /* a crash left two journals: the open decides */
-        return 1;
-    if (ft.j_len) {                    /* a damaged journal makes the open walk the slots */
-        uint8_t *buf;
-        fmt2_jentry *e;
-        uint32_t n;
-        err = fmt2_journal_read(fd, ft.j_off, ft.j_len, ft.seq, bs, ft.n_blocks, &buf, &e, &n);
-        free(buf);
-        free(e);
-        if (err != FMT_OK)
-            return err == FMT_ERR_NO_TRAILER ? 1 : -fmt_errno(err);
-    }
-    return check_fresh && ft.fresh < ft.n_blocks;    /* the open's check decides */
-}
-
-/* A commit that failed before its footer (a full disk) may have overwritten the old footer
- * with new slots: a footer of the state memory last committed goes back behind its slots, so
- * that the file at rest is that state, whole, as a failed version 1 commit is cut back. Not
- * after the footer: then the journal it names is the commit, redone by the next one. */
-void ff2_rollback(ff_file *f)
-{
-    if (f->v2.j_pending || f->v2.j_live)
-        return;
-    fmt2_footer ft = {f->v2.size, f->n_stored, f->v2.tail, 0, 0, f->v2.seq + 1, f->v2.fresh, 0};
-    if (fmt2_footer_write(f->fd, f->v2.tail, &ft) == 0) {
-        f->v2.seq++, f->v2.eof = f->v2.tail + FMT2_FOOTER_LEN, f->v2.footerless = 0;
-        f->v2.j_off = f->v2.j_len = 0, f->v2.paired = 0;
-    }
-}
-
-/* At the last release, two things a file at rest should not keep:
- * - a journal (FORMAT.md 11.1 step 6.7 leaves a small synced one for the next commit to
- *   overwrite): it is a second copy of the blocks it holds, and no next commit may come.
- *   A live one is the only durable copy of its blocks until the slots are synced, so the
- *   slots are synced first; then every block is promised.
- * - a footer written before its commit's sync, which counts fewer blocks as promised than
- *   are (fresh_pre); the next open takes the footer's word, and would rewrite a promised
- *   block without a synced journal.
- * The footer is then put right behind the slots, unsynced: if a power loss takes it, the
- * old footer and its journal, which matches the slots, are still whole. */
-int ff2_release(ff_file *f)
-{
-    if (f->v2.j_pending || f->v2.footerless)
-        return 0;
-    if (f->v2.j_len && f->v2.j_live) {
-        int rc = ff2_sync(f);
-        if (rc < 0)
-            return rc;
-        f->v2.fresh = f->v2.promised = f->n_stored;
-    }
-    if (f->v2.j_len == 0 && !f->v2.paired &&
-        (f->v2.disk_fresh >= f->v2.fresh || f->v2.fresh > f->n_stored))
-        return 0;
-    return ff2_settle(f, f->v2.size, f->v2.tail,
-                      f->v2.fresh < f->n_stored ? f->v2.fresh : f->n_stored);
-}
-
-/* An fsync with nothing to commit, after its sync: every block is promised, and the footer
- * says so, or a later open would take them for blocks nobody was promised. */
-int ff2_promise(ff_file *f)
-{
-    if (f->v2.j_pending || f->v2.footerless)
-        return 0;
-    f->v2.j_live = 0;                  /* the caller's sync put the slots on the disk */
-    f->v2.fresh = f->v2.promised = f->n_stored;
-    /* a journal kept at rest is dead now too: the footer goes back behind the slots */
-    return f->v2.disk_fresh >= f->n_stored && f->v2.j_len == 0 && !f->v2.paired
-               ? 0
-               : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
-}

@@ -1,5 +1,5 @@
-/* Unit tests of format version 2 (fs/fmt2.c, fs/ff_slots.c): frames, footer and journal
- * round trips and every rejection rule; slots, padding and hole runs written on a temporary
+/* Unit tests of format version 2 (fs/fmt2.c, fs/ff_slots.c, fs/ff_pair.c, fs/ff_load2.c):
+ * frames, footer and journal round trips and every rejection rule; slots, padding and hole runs written on a temporary
  * file and walked back by fmt2_scan; and files written through the ff_* API that decode with
  * the stock lz4 tool, stay sparse for holes, grow by at most a block when rewritten in place,
  * and reopen prefix-consistent (and repaired) when cut or caught between journal and slot. */

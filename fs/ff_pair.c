@@ -1,0 +1,154 @@
+/* The footer pair of version 2 files (docs/FORMAT.md 9.10, 11.6): while durable commits
+ * that rewrite blocks in place follow one another, each writes its journal into the half of
+ * a small area behind the slots that the journal of the commit before does not hold, and its
+ * footer into the other of two footer places at the end of the file, so that nothing the
+ * commit before still needs is overwritten before this commit's own sync: one sync each. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ff_slots.h"
+
+/* The pair's area is two halves, each a quarter larger than the journal that laid it out
+ * plus 2 KiB, so that journals that grow a little from commit to commit still fit; but the
+ * whole area stays under one block, so that slots, area and pair keep within two blocks of
+ * the logical size (FORMAT.md 13), as the small journal of 11.1 does. 0: no half fits a
+ * journal of jlen bytes. */
+#define FF2_PAIR_SLACK 2048u
+#define FF2_PAIR_ZEROS (32u << 10)     /* what opening the pair writes ahead of a journal */
+static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
+{
+    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
+    uint64_t half = (want < most ? want : most) / FMT2_PAIR_LEN * FMT2_PAIR_LEN;
+    return jlen <= half ? half : 0;
+}
+
+/* Whether this commit's journal goes into the footer pair: the commit syncs anyway (it is
+ * durable or rewrites a promised block), rewrites committed blocks and nothing else (an
+ * appended slot would land in the area), and its journal is small. */
+int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    if (t->shrink || t->n != f->n_stored || !fr->n || fr->v[fr->n - 1].block >= f->n_stored)
+        return 0;
+    uint32_t n_j;
+    int promised;
+    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
+    int yes = e && (t->durable || promised) && ff2_pair_half(f->bs, fmt2_journal_len(e, n_j));
+    free(e);
+    return yes;
+}
+
+/* Where a journal of jlen bytes goes in the pair's area without touching the journal of the
+ * commit before, which is live until this commit's sync: the other half. 0: it does not
+ * fit. */
+static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
+{
+    if (!f->v2.paired || jlen > f->v2.half)
+        return 0;
+    return f->v2.j_off == f->v2.area ? f->v2.area + f->v2.half : f->v2.area;
+}
+
+/* A new area and pair behind the slots, with halves for journals of about jlen bytes. The pair
+ * goes past the file's present end, where both places read as zeros, so that no footer of
+ * an earlier layout can be taken for one of it; a live journal is synced first, since the
+ * new one may overwrite it. */
+static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen)
+{
+    struct stat st;
+    int rc = f->v2.j_live ? ff2_sync(f) : 0;
+    if (rc == 0 && fstat(f->fd, &st) < 0)
+        rc = -errno;
+    /* The footer that ends the file now, if one does, lies in the gap behind the slots, where
+     * a later footer written at the tail may land exactly over it. Were that write lost and
+     * the cut after it kept, this one would end the file again, naming slots that changed
+     * since. It is zeroed here, on the disk with the pair commit's sync. */
+    if (rc == 0 && (uint64_t)st.st_size >= tail + FMT2_FOOTER_LEN)
+        rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
+    if (rc < 0)
+        return rc;
+    uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, jlen);
+    uint64_t end = area + 2 * half;
+    if (end < (uint64_t)st.st_size)
+        end = (uint64_t)st.st_size;
+    f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
+    f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
+    return 0;
+}
+
+/* A durable in-place commit through the pair: journal into the area, beside the one the
+ * commit before synced; footer into the other place; one sync; that older footer cleared
+ * (its journal is dead from here; the clearing is on the disk before anything overwrites
+ * that journal, since that waits for the next sync); then the slots. */
+int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    uint32_t n_j;
+    int promised;
+    fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
+    if (!e)
+        return -ENOMEM;
+    uint64_t jlen = fmt2_journal_len(e, n_j), at = ff2_pair_room(f, jlen);
+    int rc = ff2_reserve_slots(f, e, n_j);
+    if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, t->n, t->tail, jlen)) == 0)
+        at = f->v2.area;
+    if (rc == 0)
+        rc = ff2_write_journal(f, e, n_j, at, &jlen);
+    free(e);
+    int place = 1 - f->v2.place;
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
+    ft.paired = 1;
+    if (rc == 0)
+        rc = fmt2_place_write(f->fd, f->v2.eof, place, &ft);
+    if (rc == 0)
+        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = at, f->v2.j_len = jlen,
+        f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail,
+        f->v2.paired = 1, f->v2.place = place;
+    if (rc == 0 && (rc = ff2_sync_for(f, t->durable)) == 0) {
+        f->v2.j_live = 1;
+        f->env->n.pair_commits++;
+        rc = fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
+    }
+    if (rc == 0)
+        rc = ff2_write_in_place(f, fr, t->n, t->tail);
+    if (rc == 0)
+        f->v2.j_pending = 0;
+    else                               /* the next commit lays the pair out anew, past it */
+        f->v2.paired = 0;
+    return rc;
+}
+
+/* A durable commit that only appended: instead of a footer at the tail, a pair laid out for
+ * the last block, its footer naming no journal. A writer that syncs and then rewrites what
+ * it appended (a database's journal file rewrites its header) then finds the pair in place:
+ * its commit changes no length and allocates nothing, so its sync is the backing file's data
+ * alone. Not when the last block's journal would not fit a half. */
+int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+{
+    uint64_t flen = 0;
+    const ff2_frame *last = &fr->v[fr->n - 1];
+    if (last->block + 1 == t->n)
+        flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
+    uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
+    if (!flen || !ff2_pair_half(f->bs, jlen))
+        return 1;
+    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
+    /* The half the next journal goes into is written now (zeros, at most FF2_PAIR_ZEROS):
+     * a journal written later over written space changes no metadata (space merely
+     * reserved would have to be converted), so that commit's sync is the data alone. */
+    uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
+    if (rc == 0)
+        rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
+    ft.paired = 1;
+    if (rc == 0)
+        rc = fmt2_place_write(f->fd, f->v2.eof, 1, &ft);
+    if (rc == 0)
+        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
+        f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1;
+    if (rc == 0)
+        rc = ff2_sync_for(f, t->durable);
+    if (rc < 0)
+        f->v2.paired = 0;
+    return rc;
+}

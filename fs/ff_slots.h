@@ -1,0 +1,67 @@
+/* What the version 2 writer's files share (docs/FORMAT.md, part II): the commit
+ * (ff_slots.c), the footer pair (ff_pair.c), opening and repair (ff_load2.c). Internal to
+ * fs/; everything else goes through ffile.h and ff_internal.h. */
+#ifndef FPGALZ4FS_FF_SLOTS_H
+#define FPGALZ4FS_FF_SLOTS_H
+
+#include "ff_internal.h"
+#include "fmt2.h"
+
+/* The frame of each block a plan writes, encoded once: journal and slot get the same bytes. */
+typedef struct {
+    uint64_t block;
+    uint32_t len;                      /* logical length */
+    uint32_t frame_len;                /* 0 for a hole */
+    uint8_t *frame;                    /* into ff2_frames.buf */
+    int from_tail;                     /* made by the file's tail compressor (ff_tail.c) */
+} ff2_frame;
+
+typedef struct {
+    ff2_frame *v;
+    uint64_t n;
+    uint8_t *buf;
+} ff2_frames;
+
+typedef struct {
+    uint64_t n, size, tail, fresh;
+    int shrink, durable;
+    uint64_t fresh_pre;                /* what a footer written before this commit's sync
+                                          says: a power loss before the sync returns may keep
+                                          the footer and lose blocks written since the last
+                                          one, which the check at open then finds */
+} ff2_target;
+
+
+/* ---- ff_slots.c ---- */
+
+/* Offset of block i's size word in its slot. */
+uint64_t ff2_word_off(const ff_file *f, uint64_t i);
+/* A sync (FF_DURABLE_* says which); every journal before it is dead once it returns. */
+int ff2_sync_for(ff_file *f, int durable);
+int ff2_sync(ff_file *f);
+/* The journal entries of the blocks fr rewrites in place; *promised: one of them was. */
+fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_out,
+                          int *promised);
+/* Reserves the space the entries' new frames need in their slots. */
+int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n);
+/* Writes the journal of the entries at at (seq + 1); *len: its length. */
+int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                      uint64_t *len);
+/* Rewrites the slots of the blocks fr rewrites in place, reads held off. */
+int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail);
+/* The footer of the next commit (seq + 1). */
+fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t j_off,
+                       uint64_t j_len, uint64_t fresh);
+/* A footer without journal right behind the slots, the file cut after it. */
+int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh);
+
+/* ---- ff_pair.c (FORMAT.md 11.6) ---- */
+
+/* Whether the commit's journal goes into the footer pair. */
+int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t);
+/* A durable in-place commit through the pair: one sync. */
+int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t);
+/* A durable commit that only appended opens the pair; 1: it does not (the caller settles). */
+int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t);
+
+#endif
