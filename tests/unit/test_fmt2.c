@@ -1,8 +1,10 @@
 /* Unit tests of format version 2 (fs/fmt2.c, fs/ff_slots.c, fs/ff_pair.c, fs/ff_load2.c):
- * frames, footer and journal round trips and every rejection rule; slots, padding and hole runs written on a temporary
- * file and walked back by fmt2_scan; and files written through the ff_* API that decode with
- * the stock lz4 tool, stay sparse for holes, grow by at most a block when rewritten in place,
- * and reopen prefix-consistent (and repaired) when cut or caught between journal and slot. */
+ * frames, footer and journal round trips and every rejection rule; slots, padding and hole
+ * runs written on a temporary file and walked back by fmt2_scan; the footer pair's recovery
+ * (both journals, a newer one lost, an older one gone, no usable pair, a footer naming no
+ * journal); and files written through the ff_* API that decode with the stock lz4 tool,
+ * stay sparse for holes, grow by at most a block when rewritten in place, and reopen
+ * prefix-consistent (and repaired) when cut or caught between journal and slot. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
