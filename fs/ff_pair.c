@@ -40,66 +40,127 @@ int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
     return yes;
 }
 
+/* The two halves of the area: [area, area + half) and [area + half, eof - 128). */
+static uint64_t ff2_half_end(const ff_file *f, uint64_t at)
+{
+    return at == f->v2.area ? f->v2.area + f->v2.half : f->v2.eof - FMT2_PAIR_LEN;
+}
+
+/* Whether a journal of jlen bytes fills the half starting at at exactly or leaves room for
+ * the padding frame that covers the rest of it. */
+static int ff2_half_fits(const ff_file *f, uint64_t at, uint64_t jlen)
+{
+    uint64_t room = ff2_half_end(f, at) - at;
+    return jlen == room || jlen + 8 <= room;
+}
+
 /* Where a journal of jlen bytes goes in the pair's area without touching the journal of the
  * commit before, which is live until this commit's sync: the other half. 0: it does not
  * fit. */
 static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
 {
-    if (!f->v2.paired || jlen > f->v2.half)
+    if (!f->v2.paired)
         return 0;
-    return f->v2.j_off == f->v2.area ? f->v2.area + f->v2.half : f->v2.area;
+    uint64_t at = f->v2.j_off == f->v2.area ? f->v2.area + f->v2.half : f->v2.area;
+    return ff2_half_fits(f, at, jlen) ? at : 0;
 }
 
-/* A new area and pair behind the slots, with halves for journals of about jlen bytes. The pair
- * goes past the file's present end, where both places read as zeros, so that no footer of
- * an earlier layout can be taken for one of it; a live journal is synced first, since the
- * new one may overwrite it. */
+/* A padding frame over [at, end) (at least 8 bytes), its payload punched when punch. */
+static int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch)
+{
+    int rc = fmt_write_skip_header(f->fd, at, FMT_SKIP_PAD, (uint32_t)(end - at - 8));
+    if (rc == 0 && punch)
+        fmt_punch(f->fd, at + 8, end - at - 8);
+    return rc;
+}
+
+/* A new area and pair behind the slots, with halves for journals of about jlen bytes, laid
+ * out so that the stock lz4 reads through it (FORMAT.md 9.10): the last slot, whose frame
+ * ends at tail, is padded up to the area; the second half is a padding frame until a
+ * journal goes there. The pair goes past the file's present end, where its places read as
+ * zeros until written, so that no footer of an earlier layout can be taken for one of it; a
+ * live journal is synced first, since the new one may overwrite it. */
 static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen)
 {
     struct stat st;
     int rc = f->v2.j_live ? ff2_sync(f) : 0;
     if (rc == 0 && fstat(f->fd, &st) < 0)
         rc = -errno;
-    /* The footer that ends the file now, if one does, lies in the gap behind the slots, where
-     * a later footer written at the tail may land exactly over it. Were that write lost and
-     * the cut after it kept, this one would end the file again, naming slots that changed
-     * since. It is zeroed here, on the disk with the pair commit's sync. */
+    /* The footer that ends the file now, if one does, lies behind the slots, where a later
+     * footer written at the tail may land exactly over it. Were that write lost and the cut
+     * after it kept, this one would end the file again, naming slots that changed since.
+     * It is zeroed here, on the disk with the pair commit's sync. */
     if (rc == 0 && (uint64_t)st.st_size >= tail + FMT2_FOOTER_LEN)
         rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
-    if (rc < 0)
-        return rc;
     uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, jlen);
     uint64_t end = area + 2 * half;
-    if (end < (uint64_t)st.st_size)
+    if (rc == 0 && end < (uint64_t)st.st_size)
         end = (uint64_t)st.st_size;
     f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
     f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
-    return 0;
+    if (rc == 0 && tail < area)
+        rc = ff2_pad(f, tail, area, 1);
+    if (rc == 0)
+        rc = ff2_pad(f, area + half, f->v2.eof - FMT2_PAIR_LEN, 0);
+    return rc;
+}
+
+/* The journal at at, and the padding frame that covers the rest of its half, in one write. */
+static int ff2_pair_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                            uint64_t *len)
+{
+    *len = fmt2_journal_len(e, n);
+    uint64_t room = ff2_half_end(f, at) - at;
+    uint8_t *buf = malloc(*len + 8);
+    if (!buf)
+        return -ENOMEM;
+    fmt2_journal_encode(e, n, f->v2.seq + 1, buf);
+    size_t w = (size_t)*len;
+    if (room > *len) {
+        fmt_put32(buf + w, FMT_SKIP_PAD);
+        fmt_put32(buf + w + 4, (uint32_t)(room - *len - 8));
+        w += 8;
+    }
+    int rc = fmt_pwrite_all(f->fd, buf, w, at);
+    free(buf);
+    return rc;
+}
+
+/* The footer into place k; right after a lay-out the other place gets its padding frame in
+ * the same write (the two lie in one 128-byte block). */
+static int ff2_pair_footer(ff_file *f, int k, const fmt2_footer *ft, int laid_out)
+{
+    if (!laid_out)
+        return fmt2_place_write(f->fd, f->v2.eof, k, ft);
+    int rc = fmt2_place_write(f->fd, f->v2.eof, 1 - k, NULL);
+    return rc == 0 ? fmt2_place_write(f->fd, f->v2.eof, k, ft) : rc;
 }
 
 /* A durable in-place commit through the pair: journal into the area, beside the one the
  * commit before synced; footer into the other place; one sync; that older footer cleared
  * (its journal is dead from here; the clearing is on the disk before anything overwrites
- * that journal, since that waits for the next sync); then the slots. */
-int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+ * that journal, since that waits for the next sync); then the slots. While the pair lasts
+ * the last slot reaches the area: t->tail becomes the area's start. */
+int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
 {
     uint32_t n_j;
-    int promised;
+    int promised, laid_out = 0;
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
     if (!e)
         return -ENOMEM;
     uint64_t jlen = fmt2_journal_len(e, n_j), at = ff2_pair_room(f, jlen);
     int rc = ff2_reserve_slots(f, e, n_j);
     if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, t->n, t->tail, jlen)) == 0)
-        at = f->v2.area;
+        at = f->v2.area, laid_out = 1;
+    t->tail = fmt2_slot_off(f->bs, t->n);
     if (rc == 0)
-        rc = ff2_write_journal(f, e, n_j, at, &jlen);
+        rc = ff2_pair_journal(f, e, n_j, at, &jlen);
     free(e);
-    int place = 1 - f->v2.place;
+    int place = laid_out ? 1 : 1 - f->v2.place;
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
     ft.paired = 1;
     if (rc == 0)
-        rc = fmt2_place_write(f->fd, f->v2.eof, place, &ft);
+        rc = ff2_pair_footer(f, place, &ft, laid_out);
     if (rc == 0)
         f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = at, f->v2.j_len = jlen,
         f->v2.footerless = 0, f->v2.j_pending = 1, f->v2.jp_n = t->n, f->v2.jp_tail = t->tail,
@@ -122,33 +183,47 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
  * the last block, its footer naming no journal. A writer that syncs and then rewrites what
  * it appended (a database's journal file rewrites its header) then finds the pair in place:
  * its commit changes no length and allocates nothing, so its sync is the backing file's data
- * alone. Not when the last block's journal would not fit a half. */
-int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t)
+ * alone. Not when the last block's journal would not fit a half. The pair is only an
+ * optimization: when laying it out fails (a full disk), the appended blocks are committed
+ * the usual way (1: the caller settles, which cuts what the attempt wrote). */
+int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
 {
     uint64_t flen = 0;
     const ff2_frame *last = &fr->v[fr->n - 1];
     if (last->block + 1 == t->n)
         flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
     uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
-    if (!flen || !ff2_pair_half(f->bs, jlen))
+    if (!flen || !ff2_pair_half(f->bs, jlen) || f->v2.j_live)
         return 1;
     int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
-    /* The half the next journal goes into is written now (zeros, at most FF2_PAIR_ZEROS):
-     * a journal written later over written space changes no metadata (space merely
-     * reserved would have to be converted), so that commit's sync is the data alone. */
+    /* The half the next journal goes into is written now (a padding frame of zeros, at most
+     * FF2_PAIR_ZEROS): a journal written later over written space changes no metadata
+     * (space merely reserved would have to be converted), so that commit's sync is the data
+     * alone. */
     uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
     if (rc == 0)
         rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
-    fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
+    if (rc == 0)
+        rc = ff2_pad(f, f->v2.area, f->v2.area + f->v2.half, 0);
+    uint64_t tail = fmt2_slot_off(f->bs, t->n);
+    fmt2_footer ft = ff2_footer(f, t->size, tail, 0, 0, t->fresh_pre);
     ft.paired = 1;
     if (rc == 0)
-        rc = fmt2_place_write(f->fd, f->v2.eof, 1, &ft);
-    if (rc == 0)
-        f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
-        f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1;
-    if (rc == 0)
-        rc = ff2_sync_for(f, t->durable);
+        rc = ff2_pair_footer(f, 1, &ft, 1);
+    if (rc < 0)
+        return 1;
+    f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
+    f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1, t->tail = tail;
+    rc = ff2_sync_for(f, t->durable);
     if (rc < 0)
         f->v2.paired = 0;
     return rc;
+}
+
+uint64_t ff2_pair_rest_tail(ff_file *f)
+{
+    uint64_t n = f->n_stored, flen;
+    if (!f->v2.paired || n == 0 || ff2_stored_frame_len(f, n - 1, &flen) < 0)
+        return f->v2.tail;
+    return fmt2_slot_off(f->bs, n - 1) + flen;
 }

@@ -79,8 +79,7 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
     return 0;
 }
 
-/* Frame length of stored block i (reads its size word when memory does not know it). */
-static int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
+int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
 {
     uint32_t word = f->blk[i].word;
     if (f->blk[i].off & FMT_ENTRY_ZERO) {
@@ -336,7 +335,8 @@ int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
     int rc = fmt2_footer_write(f->fd, tail, &ft);
     if (rc == 0)
         f->v2.seq++, f->v2.disk_fresh = fresh, f->v2.eof = tail + FMT2_FOOTER_LEN,
-        f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0;
+        f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0,
+        f->v2.tail = tail;
     return rc;
 }
 

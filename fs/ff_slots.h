@@ -34,6 +34,8 @@ typedef struct {
 
 /* ---- ff_slots.c ---- */
 
+/* Frame length of stored block i (reads its size word when memory does not know it). */
+int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len);
 /* Offset of block i's size word in its slot. */
 uint64_t ff2_word_off(const ff_file *f, uint64_t i);
 /* A sync (FF_DURABLE_* says which); every journal before it is dead once it returns. */
@@ -59,9 +61,12 @@ int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh);
 
 /* Whether the commit's journal goes into the footer pair. */
 int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t);
-/* A durable in-place commit through the pair: one sync. */
-int ff2_commit_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t);
+/* A durable in-place commit through the pair: one sync. t->tail becomes the area's start. */
+int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t);
 /* A durable commit that only appended opens the pair; 1: it does not (the caller settles). */
-int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, const ff2_target *t);
+int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t);
+/* Where the slots end at rest: behind the last frame, once the pair (whose last slot reaches
+ * the area) is let go. */
+uint64_t ff2_pair_rest_tail(ff_file *f);
 
 #endif

@@ -298,8 +298,12 @@ int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft)
 int fmt2_place_write(int fd, uint64_t eof, int k, const fmt2_footer *ft)
 {
     uint8_t b[FMT2_FOOTER_LEN] = {0};
-    if (ft)
+    if (ft) {
         fmt2_footer_encode(ft, b);
+    } else {                           /* empty: a padding frame, which lz4 skips */
+        fmt_put32(b, FMT_SKIP_PAD);
+        fmt_put32(b + 4, FMT2_FOOTER_LEN - 8);
+    }
     return fmt_pwrite_all(fd, b, sizeof(b), fmt2_place_off(eof, k));
 }
 

@@ -126,8 +126,8 @@ static inline uint64_t fmt2_place_off(uint64_t eof, int k)
 {
     return eof - FMT2_PAIR_LEN + (uint64_t)k * FMT2_FOOTER_LEN;
 }
-/* Writes ft (paired) into place k of the pair ending at eof, or zeros there when ft is NULL.
- * Nothing is cut: the pair is the end of the file. */
+/* Writes ft (paired) into place k of the pair ending at eof, or, when ft is NULL, an empty
+ * place: a 64-byte padding frame. Nothing is cut: the pair is the end of the file. */
 int fmt2_place_write(int fd, uint64_t eof, int k, const fmt2_footer *ft);
 
 size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n);

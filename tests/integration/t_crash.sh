@@ -1,9 +1,11 @@
 #!/bin/bash
 # t_crash: kill -9 of the daemon while processes append to and overwrite files with fsync (and
-# close) after each step, recording every acknowledged state in logs outside the mount. After
-# each kill the dead mount is cleared and the store mounted again; then every file must read
-# fully, hold at least its last acknowledged state and nothing but data that was written, and
-# every backing file must decode with the stock lz4.
+# close) after each step, and commit one-row SQLite transactions (journal_mode DELETE and WAL),
+# recording every acknowledged state in logs outside the mount. After each kill the dead mount
+# is cleared and the store mounted again; then every file must read fully, hold at least its
+# last acknowledged state and nothing but data that was written, each database must pass
+# SQLite's integrity_check and hold every acknowledged row and none never begun, and every
+# backing file must decode with the stock lz4.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -14,7 +16,7 @@ mkdir -p "$ACK"
 
 PY="$WS/crash.py"
 cat >"$PY" <<'PYEOF'
-import hashlib, os, random, sys, time
+import hashlib, os, random, sqlite3, sys, time
 
 PAGE = 4096
 
@@ -114,6 +116,30 @@ elif cmd == "overwriter":
             sys.exit(0)
         log_line(log, "ack %d" % r)
 
+elif cmd == "sqlwriter":
+    # one-row transactions through SQLite (journal_mode DELETE or WAL, synchronous FULL):
+    # "begin N" before the commit of row N, "ack N" once it returned
+    path, log, mode = a
+    try:
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("PRAGMA journal_mode=%s" % mode)
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v TEXT)")
+        r = db.execute("SELECT coalesce(max(id), 0) FROM t").fetchone()[0]
+    except sqlite3.Error:
+        sys.exit(0)          # the daemon is gone
+    while True:
+        r += 1
+        log_line(log, "begin %d" % r)
+        try:
+            db.execute("BEGIN")
+            db.execute("INSERT INTO t(id, v) VALUES(?, ?)", (r, "row %d " % r * 20))
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            sys.exit(0)
+        log_line(log, "ack %d" % r)
+        time.sleep(0.002)
+
 elif cmd == "verify":
     # verify MNT ACKDIR: every file reads fully and holds an acceptable state
     mnt, ackdir = a
@@ -125,6 +151,24 @@ elif cmd == "verify":
         log = os.path.join(ackdir, name)
         path = os.path.join(mnt, f)
         acked = last_ack(log, "ack")
+        if f.startswith("sql"):
+            # SQLite's own check, then every acknowledged row there and none never begun
+            begun = last_ack(log, "begin") or 0
+            try:
+                db = sqlite3.connect(path)
+                ok = db.execute("PRAGMA integrity_check").fetchone()[0]
+                ids = [x[0] for x in db.execute("SELECT id FROM t ORDER BY id")]
+                db.close()
+            except sqlite3.Error as e:
+                print("%s: %s" % (f, e)); bad += 1
+                continue
+            if ok != "ok" or ids != list(range(1, len(ids) + 1)) or \
+                    len(ids) < (acked or 0) or len(ids) > begun:
+                print("%s: integrity_check %s, %d rows, acknowledged %s, begun %d" %
+                      (f, ok, len(ids), acked, begun)); bad += 1
+            else:
+                print("%s: %d rows, %s acknowledged: ok" % (f, len(ids), acked))
+            continue
         try:
             with open(path, "rb") as fh:
                 got = fh.read()
@@ -184,6 +228,8 @@ start_writers() {
     spawn python3 "$PY" appender "$MNT/app-fsync-2" "$ACK/app-fsync-2.log" fsync $((round * 10 + 2)); WRITERS+=("$SPAWNED_PID")
     spawn python3 "$PY" appender "$MNT/app-close" "$ACK/app-close.log" close $((round * 10 + 3)); WRITERS+=("$SPAWNED_PID")
     spawn python3 "$PY" overwriter "$MNT/over" "$ACK/over.log"; WRITERS+=("$SPAWNED_PID")
+    spawn python3 "$PY" sqlwriter "$MNT/sql-delete.db" "$ACK/sql-delete.db.log" DELETE; WRITERS+=("$SPAWNED_PID")
+    spawn python3 "$PY" sqlwriter "$MNT/sql-wal.db" "$ACK/sql-wal.db.log" WAL; WRITERS+=("$SPAWNED_PID")
 }
 stop_writers() {
     local p i
