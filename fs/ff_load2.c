@@ -198,7 +198,7 @@ int ff2_release(ff_file *f)
     if (f->v2.j_len == 0 && !f->v2.paired &&
         (f->v2.disk_fresh >= f->v2.fresh || f->v2.fresh > f->n_stored))
         return 0;
-    return ff2_settle(f, f->v2.size, ff2_pair_rest_tail(f),
+    return ff2_settle(f, f->v2.size, f->v2.tail,
                       f->v2.fresh < f->n_stored ? f->v2.fresh : f->n_stored);
 }
 
@@ -213,5 +213,5 @@ int ff2_promise(ff_file *f)
     /* a journal kept at rest is dead now too: the footer goes back behind the slots */
     return f->v2.disk_fresh >= f->n_stored && f->v2.j_len == 0 && !f->v2.paired
                ? 0
-               : ff2_settle(f, f->v2.size, ff2_pair_rest_tail(f), f->n_stored);
+               : ff2_settle(f, f->v2.size, f->v2.tail, f->n_stored);
 }

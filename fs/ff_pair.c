@@ -219,11 +219,3 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
         f->v2.paired = 0;
     return rc;
 }
-
-uint64_t ff2_pair_rest_tail(ff_file *f)
-{
-    uint64_t n = f->n_stored, flen;
-    if (!f->v2.paired || n == 0 || ff2_stored_frame_len(f, n - 1, &flen) < 0)
-        return f->v2.tail;
-    return fmt2_slot_off(f->bs, n - 1) + flen;
-}

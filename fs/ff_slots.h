@@ -65,8 +65,5 @@ int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
 int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t);
 /* A durable commit that only appended opens the pair; 1: it does not (the caller settles). */
 int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t);
-/* Where the slots end at rest: behind the last frame, once the pair (whose last slot reaches
- * the area) is let go. */
-uint64_t ff2_pair_rest_tail(ff_file *f);
 
 #endif
