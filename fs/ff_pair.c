@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,7 +31,8 @@ static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
  * appended slot would land in the area), and its journal is small. */
 int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
 {
-    if (t->shrink || t->n != f->n_stored || !fr->n || fr->v[fr->n - 1].block >= f->n_stored)
+    if (t->shrink || t->n != f->n_stored || !fr->n || fr->v[fr->n - 1].block >= f->n_stored ||
+        f->v2.footerless)
         return 0;
     uint32_t n_j;
     int promised;
@@ -74,12 +76,11 @@ static int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch)
     return rc;
 }
 
-/* A new area and pair behind the slots, with halves for journals of about jlen bytes, laid
- * out so that the stock lz4 reads through it (FORMAT.md 9.10): the last slot, whose frame
- * ends at tail, is padded up to the area; the second half is a padding frame until a
- * journal goes there. The pair goes past the file's present end, where its places read as
- * zeros until written, so that no footer of an earlier layout can be taken for one of it; a
- * live journal is synced first, since the new one may overwrite it. */
+/* A new area and pair behind the slots, with halves for journals of about jlen bytes. The
+ * pair goes past the file's present end, where its places read as zeros until written, so
+ * that no footer of an earlier layout can be taken for one of it; a live journal is synced
+ * first, since the new one may overwrite it. Nothing is written past the present end here:
+ * ff2_pair_pads finishes the layout once the footer has made the file long enough. */
 static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen)
 {
     struct stat st;
@@ -98,11 +99,20 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen
         end = (uint64_t)st.st_size;
     f->v2.paired = 0, f->v2.area = area, f->v2.half = half, f->v2.place = 0;
     f->v2.eof = (end + FMT2_PAIR_LEN - 1) / FMT2_PAIR_LEN * FMT2_PAIR_LEN + FMT2_PAIR_LEN;
-    if (rc == 0 && tail < area)
-        rc = ff2_pad(f, tail, area, 1);
-    if (rc == 0)
-        rc = ff2_pad(f, area + half, f->v2.eof - FMT2_PAIR_LEN, 0);
     return rc;
+}
+
+/* The rest of a new layout, so that the stock lz4 reads through it (FORMAT.md 9.10): from
+ * tail, the end of the last slot's extent, a padding frame up to the area, and the second
+ * half a padding frame until a journal goes there. Written after the commit's sync: a power
+ * loss may keep any write that was not synced and lose the one that made the file long
+ * enough for it, and a write past the synced end of a file that survives alone must be one
+ * the open recognizes as ours (a frame, a journal, a footer; FORMAT.md 11.4 step 0), which a
+ * padding header is not. */
+static int ff2_pair_pads(ff_file *f, uint64_t tail)
+{
+    int rc = tail < f->v2.area ? ff2_pad(f, tail, f->v2.area, 1) : 0;
+    return rc == 0 ? ff2_pad(f, f->v2.area + f->v2.half, f->v2.eof - FMT2_PAIR_LEN, 0) : rc;
 }
 
 /* The journal at at, and the padding frame that covers the rest of its half, in one write. */
@@ -126,14 +136,18 @@ static int ff2_pair_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64
     return rc;
 }
 
-/* The footer into place k; right after a lay-out the other place gets its padding frame in
- * the same write (the two lie in one 128-byte block). */
+/* The footer into place k; right after a lay-out, place 1's footer and place 0's padding
+ * frame in one write, which extends the file with a footer the open recognizes. */
 static int ff2_pair_footer(ff_file *f, int k, const fmt2_footer *ft, int laid_out)
 {
+    uint8_t b[FMT2_PAIR_LEN];
     if (!laid_out)
         return fmt2_place_write(f->fd, f->v2.eof, k, ft);
-    int rc = fmt2_place_write(f->fd, f->v2.eof, 1 - k, NULL);
-    return rc == 0 ? fmt2_place_write(f->fd, f->v2.eof, k, ft) : rc;
+    memset(b, 0, sizeof(b));
+    fmt_put32(b, FMT_SKIP_PAD);
+    fmt_put32(b + 4, FMT2_FOOTER_LEN - 8);
+    fmt2_footer_encode(ft, b + FMT2_FOOTER_LEN);
+    return fmt_pwrite_all(f->fd, b, sizeof(b), fmt2_place_off(f->v2.eof, 0));
 }
 
 /* A durable in-place commit through the pair: journal into the area, beside the one the
@@ -152,7 +166,11 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     int rc = ff2_reserve_slots(f, e, n_j);
     if (rc == 0 && at == 0 && (rc = ff2_pair_lay_out(f, t->n, t->tail, jlen)) == 0)
         at = f->v2.area, laid_out = 1;
-    t->tail = fmt2_slot_off(f->bs, t->n);
+    /* a rewritten last block's slot is padded up to the area (its rewrite, after the sync,
+     * writes that padding); otherwise the tail stays where the last slot ends, and a padding
+     * frame from there reaches the area */
+    if (fr->v[fr->n - 1].block + 1 == t->n)
+        t->tail = fmt2_slot_off(f->bs, t->n);
     if (rc == 0)
         rc = ff2_pair_journal(f, e, n_j, at, &jlen);
     free(e);
@@ -168,7 +186,8 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (rc == 0 && (rc = ff2_sync_for(f, t->durable)) == 0) {
         f->v2.j_live = 1;
         f->env->n.pair_commits++;
-        rc = fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
+        rc = laid_out ? ff2_pair_pads(f, t->tail)
+                      : fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
     }
     if (rc == 0)
         rc = ff2_write_in_place(f, fr, t->n, t->tail);
@@ -196,25 +215,26 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (!flen || !ff2_pair_half(f->bs, jlen) || f->v2.j_live)
         return 1;
     int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
-    /* The half the next journal goes into is written now (a padding frame of zeros, at most
-     * FF2_PAIR_ZEROS): a journal written later over written space changes no metadata
-     * (space merely reserved would have to be converted), so that commit's sync is the data
-     * alone. */
-    uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
-    if (rc == 0)
-        rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
-    if (rc == 0)
-        rc = ff2_pad(f, f->v2.area, f->v2.area + f->v2.half, 0);
-    uint64_t tail = fmt2_slot_off(f->bs, t->n);
-    fmt2_footer ft = ff2_footer(f, t->size, tail, 0, 0, t->fresh_pre);
+    fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
     ft.paired = 1;
     if (rc == 0)
         rc = ff2_pair_footer(f, 1, &ft, 1);
     if (rc < 0)
         return 1;
     f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
-    f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1, t->tail = tail;
+    f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1;
     rc = ff2_sync_for(f, t->durable);
+    /* The half the next journal goes into is written now (a padding frame of zeros, at most
+     * FF2_PAIR_ZEROS): a journal written later over written space changes no metadata
+     * (space merely reserved would have to be converted), so that commit's sync is the data
+     * alone. */
+    uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
+    if (rc == 0)
+        rc = ff2_pair_pads(f, t->tail);
+    if (rc == 0)
+        rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
+    if (rc == 0)
+        rc = ff2_pad(f, f->v2.area, f->v2.area + f->v2.half, 0);
     if (rc < 0)
         f->v2.paired = 0;
     return rc;
