@@ -18,7 +18,7 @@
  * the logical size (FORMAT.md 13), as the small journal of 11.1 does. 0: no half fits a
  * journal of jlen bytes. */
 #define FF2_PAIR_SLACK 2048u
-#define FF2_PAIR_ZEROS (32u << 10)     /* what opening the pair writes ahead of a journal */
+#define FF2_PAIR_ZEROS (32u << 10)     /* the most opening the pair writes ahead of a journal */
 static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
 {
     uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
@@ -109,10 +109,37 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen
  * enough for it, and a write past the synced end of a file that survives alone must be one
  * the open recognizes as ours (a frame, a journal, a footer; FORMAT.md 11.4 step 0), which a
  * padding header is not. */
-static int ff2_pair_pads(ff_file *f, uint64_t tail)
+static int ff2_pair_pads(ff_file *f, uint64_t tail, int punch, int half1)
 {
-    int rc = tail < f->v2.area ? ff2_pad(f, tail, f->v2.area, 1) : 0;
-    return rc == 0 ? ff2_pad(f, f->v2.area + f->v2.half, f->v2.eof - FMT2_PAIR_LEN, 0) : rc;
+    int rc = tail < f->v2.area ? ff2_pad(f, tail, f->v2.area, punch) : 0;
+    if (rc == 0 && half1)
+        rc = ff2_pad(f, f->v2.area + f->v2.half, f->v2.eof - FMT2_PAIR_LEN, 0);
+    return rc;
+}
+
+/* Opening the pair writes half 0 and half 1's padding header before the commit's sync, when
+ * they are small (a database's journal file): the next journal then goes over written space,
+ * so that commit changes no metadata and its sync is the data alone. The write begins with
+ * an empty journal (28 bytes, checksummed), which the open recognizes as a version 2 file's
+ * should a power loss keep this write alone past the synced end of a new file (11.4 step
+ * 0). 0: written; 1: not (too large). */
+static int ff2_pair_prefill(ff_file *f)
+{
+    uint64_t len = f->v2.half + 8, j = FMT2_J_HEAD + 4;
+    if (len > FF2_PAIR_ZEROS)
+        return 1;
+    uint8_t *b = calloc(1, len);
+    if (!b)
+        return -ENOMEM;
+    fmt2_journal_encode(NULL, 0, 0, b);
+    fmt_put32(b + j, FMT_SKIP_PAD);
+    fmt_put32(b + j + 4, (uint32_t)(f->v2.half - j - 8));
+    fmt_put32(b + f->v2.half, FMT_SKIP_PAD);
+    uint64_t half1 = f->v2.eof - FMT2_PAIR_LEN - f->v2.area - f->v2.half;
+    fmt_put32(b + f->v2.half + 4, (uint32_t)(half1 - 8));
+    int rc = fmt_pwrite_all(f->fd, b, len, f->v2.area);
+    free(b);
+    return rc;
 }
 
 /* The journal at at, and the padding frame that covers the rest of its half, in one write. */
@@ -186,7 +213,7 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (rc == 0 && (rc = ff2_sync_for(f, t->durable)) == 0) {
         f->v2.j_live = 1;
         f->env->n.pair_commits++;
-        rc = laid_out ? ff2_pair_pads(f, t->tail)
+        rc = laid_out ? ff2_pair_pads(f, t->tail, 1, 1)
                       : fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
     }
     if (rc == 0)
@@ -214,7 +241,9 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
     if (!flen || !ff2_pair_half(f->bs, jlen) || f->v2.j_live)
         return 1;
-    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen);
+    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen), filled = 1;
+    if (rc == 0 && (filled = ff2_pair_prefill(f)) < 0)
+        rc = filled;
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
     ft.paired = 1;
     if (rc == 0)
@@ -224,16 +253,12 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.j_off = f->v2.j_len = 0,
     f->v2.footerless = 0, f->v2.paired = 1, f->v2.place = 1;
     rc = ff2_sync_for(f, t->durable);
-    /* The half the next journal goes into is written now (a padding frame of zeros, at most
-     * FF2_PAIR_ZEROS): a journal written later over written space changes no metadata
-     * (space merely reserved would have to be converted), so that commit's sync is the data
-     * alone. */
-    uint64_t z = f->v2.half < FF2_PAIR_ZEROS ? f->v2.half : FF2_PAIR_ZEROS;
+    /* after the sync, inside what it made durable: the last frame's padding to the area (in
+     * its page, already written: not punched, which would change metadata), and the halves'
+     * padding frames when the prefill did not write them */
     if (rc == 0)
-        rc = ff2_pair_pads(f, t->tail);
-    if (rc == 0)
-        rc = fmt_pwrite_all(f->fd, f->env->zeros, z, f->v2.area);
-    if (rc == 0)
+        rc = ff2_pair_pads(f, t->tail, 0, filled);
+    if (rc == 0 && filled)
         rc = ff2_pad(f, f->v2.area, f->v2.area + f->v2.half, 0);
     if (rc < 0)
         f->v2.paired = 0;
