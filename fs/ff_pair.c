@@ -23,7 +23,7 @@ static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
 {
     uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
     uint64_t half = (want < most ? want : most) / FMT2_PAIR_LEN * FMT2_PAIR_LEN;
-    return jlen <= half ? half : 0;
+    return jlen + 8 <= half ? half : 0;    /* room for the padding behind it */
 }
 
 /* Whether this commit's journal goes into the footer pair: the commit syncs anyway (it is
