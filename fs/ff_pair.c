@@ -4,11 +4,9 @@
  * footer into the other of two footer places at the end of the file, so that nothing the
  * commit before still needs is overwritten before this commit's own sync: one sync each. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "ff_slots.h"
 
