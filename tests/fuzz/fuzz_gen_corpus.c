@@ -114,6 +114,18 @@ static void gc_close_save(const gc_ctx *c, ff_file *f, int fd, const char *name)
     close(fd);
 }
 
+/* Puts slots [first, last) of the file as it was (old) back into b, as a commit caught before
+ * it rewrote them would have left them; either copy may be the longer. */
+static void gc_old_slots(uint8_t *b, size_t len, const uint8_t *old, size_t old_len,
+                         uint64_t first, uint64_t last)
+{
+    uint64_t end = old_len < len ? old_len : len;
+    for (uint64_t i = first; i < last && fmt2_slot_off(GC_BS, i) < end; i++) {
+        uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
+        memcpy(b + at, old + at, at + n > end ? end - at : n);
+    }
+}
+
 static void gc_simple(const gc_ctx *c)
 {
     int fd;
@@ -199,15 +211,7 @@ static void gc_journal(const gc_ctx *c)
         gc_die("ff_release");
     uint8_t *b = gc_bytes(fd, &len);
     gc_save_file(c, GC_V "journal-at-rest", b, len);
-    for (uint64_t i = 0; i < 4; i++) {
-        uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
-        uint64_t end = old_len < len ? old_len : len;    /* either may be the longer */
-        if (at >= end)
-            break;
-        if (at + n > end)
-            n = end - at;
-        memcpy(b + at, old + at, n);   /* the old slots; tail, journal and footer are new */
-    }
+    gc_old_slots(b, len, old, old_len, 0, 4);   /* tail, journal and footer stay new */
     gc_save_file(c, GC_V "interrupted-commit", b, len);
     static const size_t cuts[] = {1, 40, 64, 65, 200};
     char name[64];
@@ -254,15 +258,7 @@ static void gc_pair(const gc_ctx *c)
         b[i] |= mid[i];
     gc_save_file(c, GC_V "pair-two-footers", b, len);
     free(mid);
-    for (uint64_t i = 1; i < 3; i++) {
-        uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
-        uint64_t end = old_len < len ? old_len : len;
-        if (at >= end)
-            break;
-        if (at + n > end)
-            n = end - at;
-        memcpy(b + at, old + at, n);
-    }
+    gc_old_slots(b, len, old, old_len, 1, 3);
     gc_save_file(c, GC_V "pair-interrupted", b, len);
     fmt2_footer pl[2];
     int n = 0;
