@@ -65,15 +65,6 @@ static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
     return ff2_half_fits(f, at, jlen) ? at : 0;
 }
 
-/* A padding frame over [at, end) (at least 8 bytes), its payload punched when punch. */
-static int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch)
-{
-    int rc = fmt_write_skip_header(f->fd, at, FMT_SKIP_PAD, (uint32_t)(end - at - 8));
-    if (rc == 0 && punch)
-        fmt_punch(f->fd, at + 8, end - at - 8);
-    return rc;
-}
-
 /* A new area and pair behind the slots, with halves for journals of about jlen bytes. The
  * pair goes past the file's present end, where its places read as zeros until written, so
  * that no footer of an earlier layout can be taken for one of it; a live journal is synced
@@ -130,11 +121,8 @@ static int ff2_pair_prefill(ff_file *f)
     if (!b)
         return -ENOMEM;
     fmt2_journal_encode(NULL, 0, 0, b);
-    fmt_put32(b + j, FMT_SKIP_PAD);
-    fmt_put32(b + j + 4, (uint32_t)(f->v2.half - j - 8));
-    fmt_put32(b + f->v2.half, FMT_SKIP_PAD);
-    uint64_t half1 = f->v2.eof - FMT2_PAIR_LEN - f->v2.area - f->v2.half;
-    fmt_put32(b + f->v2.half + 4, (uint32_t)(half1 - 8));
+    fmt2_pad_header(b + j, f->v2.half - j);
+    fmt2_pad_header(b + f->v2.half, f->v2.eof - FMT2_PAIR_LEN - f->v2.area - f->v2.half);
     int rc = fmt_pwrite_all(f->fd, b, len, f->v2.area);
     free(b);
     return rc;
@@ -152,8 +140,7 @@ static int ff2_pair_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64
     fmt2_journal_encode(e, n, f->v2.seq + 1, buf);
     size_t w = (size_t)*len;
     if (room > *len) {
-        fmt_put32(buf + w, FMT_SKIP_PAD);
-        fmt_put32(buf + w + 4, (uint32_t)(room - *len - 8));
+        fmt2_pad_header(buf + w, room - *len);
         w += 8;
     }
     int rc = fmt_pwrite_all(f->fd, buf, w, at);
@@ -169,8 +156,7 @@ static int ff2_pair_footer(ff_file *f, int k, const fmt2_footer *ft, int laid_ou
     if (!laid_out)
         return fmt2_place_write(f->fd, f->v2.eof, k, ft);
     memset(b, 0, sizeof(b));
-    fmt_put32(b, FMT_SKIP_PAD);
-    fmt_put32(b + 4, FMT2_FOOTER_LEN - 8);
+    fmt2_pad_header(b, FMT2_FOOTER_LEN);
     fmt2_footer_encode(ft, b + FMT2_FOOTER_LEN);
     return fmt_pwrite_all(f->fd, b, sizeof(b), fmt2_place_off(f->v2.eof, 0));
 }

@@ -143,6 +143,14 @@ static uint64_t ff2_hole_run(const ff_file *f, const ff2_frames *fr, uint64_t k,
     return r;
 }
 
+int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch)
+{
+    int rc = fmt_write_skip_header(f->fd, at, FMT_SKIP_PAD, (uint32_t)(end - at - 8));
+    if (rc == 0 && punch)
+        fmt_punch(f->fd, at + 8, end - at - 8);
+    return rc;
+}
+
 /* The old last slot ends where its frame ends; once blocks follow it, it gets padding up to
  * the next slot. */
 static int ff2_pad_old_last(ff_file *f, uint64_t new_n)
@@ -152,11 +160,7 @@ static int ff2_pad_old_last(ff_file *f, uint64_t new_n)
         return 0;
     int rc = ff2_stored_frame_len(f, last, &flen);
     uint64_t fend = fmt2_slot_off(f->bs, last) + flen, end = fmt2_slot_off(f->bs, f->n_stored);
-    if (rc == 0)
-        rc = fmt_write_skip_header(f->fd, fend, FMT_SKIP_PAD, (uint32_t)(end - fend - 8));
-    if (rc == 0)
-        fmt_punch(f->fd, fend + 8, end - fend - 8);
-    return rc;
+    return rc == 0 ? ff2_pad(f, fend, end, 1) : rc;
 }
 
 /* Where the last slot's extent ends after the commit: at its frame, unless the frame shrank

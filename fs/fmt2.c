@@ -136,8 +136,7 @@ static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
     }
     uint64_t fend = at + frame_len;
     if (rc == 0 && end > fend) {
-        fmt_put32(tail + tail_len, FMT_SKIP_PAD);
-        fmt_put32(tail + tail_len + 4, (uint32_t)(end - fend - 8));
+        fmt2_pad_header(tail + tail_len, end - fend);
         tail_len += 8;
     }
     if (rc == 0 && frame) {            /* marker, frame and padding header: one write */
@@ -183,8 +182,7 @@ int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zs
     /* between block i's data and block i+1's: i's tail, padding, i+1's head (64 bytes) */
     memset(gap, 0, sizeof(gap));
     fmt2_hole_tail(g, zsum);
-    fmt_put32(g + FMT2_HOLE_TAIL, FMT_SKIP_PAD);
-    fmt_put32(g + FMT2_HOLE_TAIL + 4, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD - 8);
+    fmt2_pad_header(g + FMT2_HOLE_TAIL, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD);
     fmt2_hole_head(g + FMT2_SLOT_EXTRA - FMT2_HOLE_HEAD, bs, bs);
     for (uint64_t i = a; rc == 0 && i < b; i++) {
         uint64_t data_end = fmt2_slot_off(bs, i) + FMT2_HOLE_HEAD + bs;
@@ -301,8 +299,7 @@ int fmt2_place_write(int fd, uint64_t eof, int k, const fmt2_footer *ft)
     if (ft) {
         fmt2_footer_encode(ft, b);
     } else {                           /* empty: a padding frame, which lz4 skips */
-        fmt_put32(b, FMT_SKIP_PAD);
-        fmt_put32(b + 4, FMT2_FOOTER_LEN - 8);
+        fmt2_pad_header(b, FMT2_FOOTER_LEN);
     }
     return fmt_pwrite_all(fd, b, sizeof(b), fmt2_place_off(eof, k));
 }
@@ -464,8 +461,7 @@ static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t
         n = FMT2_HOLE_HEAD + (uint64_t)e->len + FMT2_HOLE_TAIL;
     }
     if (end > at + n) {
-        fmt_put32(want + n, FMT_SKIP_PAD);
-        fmt_put32(want + n + 4, (uint32_t)(end - at - n - 8));
+        fmt2_pad_header(want + n, end - at - n);
         n += 8;
     }
     return fmt_pread_all(fd, tmp, (size_t)n, at) == 0 && memcmp(tmp, want, (size_t)n) == 0;

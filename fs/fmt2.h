@@ -70,6 +70,14 @@ static inline uint64_t fmt2_slots_end(uint32_t bs, uint64_t n, uint64_t last_len
     return n ? fmt2_slot_off(bs, n - 1) + last_len : FMT_MARKER_LEN;
 }
 
+/* The 8-byte header of a padding frame (FMT_SKIP_PAD) that is len bytes long in all
+ * (len >= 8): its payload is the rest. */
+static inline void fmt2_pad_header(uint8_t *out, uint64_t len)
+{
+    fmt_put32(out, FMT_SKIP_PAD);
+    fmt_put32(out + 4, (uint32_t)(len - 8));
+}
+
 /* XXH32 of len zero bytes (the checksums of a hole). */
 uint32_t fmt2_zero_sum(uint32_t len);
 
