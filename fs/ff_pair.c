@@ -69,7 +69,7 @@ static uint64_t ff2_pair_room(const ff_file *f, uint64_t jlen)
  * pair goes past the file's present end, where its places read as zeros until written, so
  * that no footer of an earlier layout can be taken for one of it; a live journal is synced
  * first, since the new one may overwrite it. Nothing is written past the present end here:
- * ff2_pair_pads finishes the layout once the footer has made the file long enough. */
+ * ff2_pair_pads finishes the layout after the commit's sync. */
 static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen)
 {
     struct stat st;
@@ -164,8 +164,8 @@ static int ff2_pair_footer(ff_file *f, int k, const fmt2_footer *ft, int laid_ou
 /* A durable in-place commit through the pair: journal into the area, beside the one the
  * commit before synced; footer into the other place; one sync; that older footer cleared
  * (its journal is dead from here; the clearing is on the disk before anything overwrites
- * that journal, since that waits for the next sync); then the slots. While the pair lasts
- * the last slot reaches the area: t->tail becomes the area's start. */
+ * that journal, since that waits for the next sync); then the slots. When the commit
+ * rewrites the last block, t->tail becomes the area's start (that slot is padded to it). */
 int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
 {
     uint32_t n_j;
@@ -223,11 +223,11 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (last->block + 1 == t->n)
         flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
     uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
-    if (!flen || !ff2_pair_half(f->bs, jlen) || f->v2.j_live)
+    if (!flen || !ff2_pair_half(f->bs, jlen))
         return 1;
-    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen), filled = 1;
-    if (rc == 0 && (filled = ff2_pair_prefill(f)) < 0)
-        rc = filled;
+    int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen), unfilled = 1;
+    if (rc == 0 && (unfilled = ff2_pair_prefill(f)) < 0)
+        rc = unfilled;
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh_pre);
     ft.paired = 1;
     if (rc == 0)
@@ -241,8 +241,8 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
      * its page, already written: not punched, which would change metadata), and the halves'
      * padding frames when the prefill did not write them */
     if (rc == 0)
-        rc = ff2_pair_pads(f, t->tail, 0, filled);
-    if (rc == 0 && filled)
+        rc = ff2_pair_pads(f, t->tail, 0, unfilled);
+    if (rc == 0 && unfilled)
         rc = ff2_pad(f, f->v2.area, f->v2.area + f->v2.half, 0);
     if (rc < 0)
         f->v2.paired = 0;

@@ -469,12 +469,13 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
         rc = ff2_commit_pair(f, &fr, &t);
     } else if (rc == 0 && (in_place || t.shrink)) {
         rc = ff2_commit_journal(f, &fr, &t);
-    } else if (rc == 0 && durable && fr.n && (rc = ff2_commit_open_pair(f, &fr, &t)) <= 0) {
-        /* laid out (or failed) */
-    } else if (rc >= 0) {
-        rc = ff2_settle(f, t.size, t.tail, t.fresh_pre);
-        if (rc == 0 && durable)
-            rc = ff2_sync_for(f, durable);
+    } else if (rc == 0) {
+        rc = durable && fr.n ? ff2_commit_open_pair(f, &fr, &t) : 1;
+        if (rc == 1) {                 /* no pair: the footer right behind the slots */
+            rc = ff2_settle(f, t.size, t.tail, t.fresh_pre);
+            if (rc == 0 && durable)
+                rc = ff2_sync_for(f, durable);
+        }
     }
     if (rc == 0 && durable)
         t.fresh = t.n;
