@@ -64,6 +64,7 @@ struct dm_opts {
     int extra_args;                    /* non-option arguments beyond the two */
     int foreground;                    /* -f (or -d) */
     int read_only;                     /* -o ro, unless a later -o rw */
+    int noacl;                         /* -o noacl, unless a later -o acl */
     int help;                          /* -h, --help */
     int version;                       /* -V, --version */
 };
@@ -110,7 +111,8 @@ struct fs_daemon {
                                           exit may say clean again */
 };
 
-enum { DM_KEY_HELP, DM_KEY_VERSION, DM_KEY_FG, DM_KEY_DEBUG, DM_KEY_RO, DM_KEY_RW };
+enum { DM_KEY_HELP, DM_KEY_VERSION, DM_KEY_FG, DM_KEY_DEBUG, DM_KEY_RO, DM_KEY_RW, DM_KEY_ACL,
+       DM_KEY_NOACL };
 
 #define DM_OPT(templ, field) {templ, offsetof(struct dm_opts, field), 0}
 
@@ -140,6 +142,8 @@ static const struct fuse_opt dm_specs[] = {
     FUSE_OPT_KEY("debug", DM_KEY_DEBUG),
     FUSE_OPT_KEY("ro", DM_KEY_RO),
     FUSE_OPT_KEY("rw", DM_KEY_RW),
+    FUSE_OPT_KEY("acl", DM_KEY_ACL),
+    FUSE_OPT_KEY("noacl", DM_KEY_NOACL),
     /* What mount(8) and fstab may pass that libfuse does not know: access-time policy is
      * the kernel's for a FUSE mount, and the rest concern mount(8) itself. */
     FUSE_OPT_KEY("diratime", FUSE_OPT_KEY_DISCARD),
@@ -193,6 +197,7 @@ static void dm_usage(FILE *out)
             "  file_version=1|2       on-disk format of new files; 1 for stores shared with\n"
             "                         builds that read only version 1 (2)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
+            "  acl, noacl             POSIX ACLs stored and enforced, or refused (acl)\n"
             "\n"
             "Standard mount and FUSE options pass through, among them:\n"
             "  ro, rw, allow_other, allow_root, default_permissions (always on), dev, nodev,\n"
@@ -231,6 +236,10 @@ static int dm_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
     case DM_KEY_RW:
         o->read_only = 0;
         return 1;
+    case DM_KEY_ACL:
+    case DM_KEY_NOACL:
+        o->noacl = key == DM_KEY_NOACL;
+        return 0;
     case FUSE_OPT_KEY_NONOPT:
         if (!o->backing)
             o->backing = strdup(arg);
@@ -714,11 +723,12 @@ static int dm_mount(struct fs_daemon *dm)
     if (dm_fuse_args(dm))
         return -1;
     op_fill(&dm->ops);
-    /* The kernel has already applied the caller's umask to every mode it sends; the
+    /* The caller's umask is applied once, by the kernel or (with ACLs) by the handlers; the
      * daemon's own would take away bits a second time. (The log file is open by now.) */
     umask(0);
     dm->fs.backing = dm->backing;
     dm->fs.read_only = dm->opt.read_only;
+    dm->fs.acl = !dm->opt.noacl;
     dm->fs.uid = geteuid();
     dm->fs.gid = getegid();
     dm->fs.timeout = DM_CACHE_TIMEOUT_S;

@@ -331,9 +331,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * dirty pages. Splice would only add a copy: data is decoded in memory anyway. The
      * kernel clears set-id bits itself when the daemon does not claim to (KILLPRIV), and
      * the daemon is the only writer of the backing files, so the page cache never needs
-     * invalidating because an mtime moved (AUTO_INVAL_DATA). */
+     * invalidating because an mtime moved (AUTO_INVAL_DATA). POSIX ACLs are the backing
+     * filesystem's (it keeps mode and mask in step and applies default ACLs at create); the
+     * kernel must know of them to enforce them, or an entry that denies a user would show in
+     * getfacl and be ignored by the permission checks. */
     if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
         conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+    struct op_fs *fs = userdata;
+    if (fs->acl && (conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+    else if (fs->acl) {
+        fs->acl = 0;                   /* ACLs the kernel would not enforce: refused */
+        lg_printf(fs->log, LG_WARN, "the kernel cannot enforce POSIX ACLs here: mounted noacl");
+    }
     conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                     FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_AUTO_INVAL_DATA);
     conn->max_write = 1u << 20;
@@ -451,6 +461,17 @@ static int op_give_to_caller(struct op_fs *fs, fuse_req_t req, int dirfd, const 
     return 0;
 }
 
+/* The permission bits a new object is made with. With ACLs on, the kernel leaves the umask
+ * to the daemon (DONT_MASK): POSIX.1e applies it only where the parent has no default ACL;
+ * where it has one, the backing filesystem applies that instead. Without ACLs the kernel has
+ * applied the umask already. */
+static mode_t op_create_mode(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, mode_t mode)
+{
+    if (!fs->acl || op_xattr_has(fs, in_get(fs->tab, parent), "system.posix_acl_default"))
+        return mode;
+    return mode & ~(fuse_req_ctx(req)->umask & 0777);
+}
+
 /* What mknod, mkdir and symlink make. */
 struct op_new {
     mode_t mode;                       /* type and permission bits (umask applied) */
@@ -512,7 +533,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
                      dev_t rdev)
 {
     struct op_fs *fs = op_fs(req);
-    struct op_new nw = {.mode = mode, .rdev = rdev};
+    struct op_new nw = {.mode = op_create_mode(fs, req, parent, mode), .rdev = rdev};
     struct fuse_entry_param e;
     int err = op_new_entry(fs, req, parent, name, &nw, &e);
     op_reply_entry(req, op_log(fs, "mknod", in_get(fs->tab, parent), name, err), &e);
@@ -521,7 +542,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     struct op_fs *fs = op_fs(req);
-    struct op_new nw = {.mode = S_IFDIR | (mode & 07777)};
+    struct op_new nw = {.mode = S_IFDIR | op_create_mode(fs, req, parent, mode & 07777)};
     struct fuse_entry_param e;
     int err = op_new_entry(fs, req, parent, name, &nw, &e);
     op_reply_entry(req, op_log(fs, "mkdir", in_get(fs->tab, parent), name, err), &e);
@@ -1003,7 +1024,7 @@ static int op_create_name(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent,
     int dirfd = op_dir_fd(fs, parent);
     if (dirfd < 0)
         return dirfd;
-    int err = op_create_file(fs, req, dirfd, name, mode, e, fi);
+    int err = op_create_file(fs, req, dirfd, name, op_create_mode(fs, req, parent, mode), e, fi);
     close(dirfd);
     return err;
 }

@@ -31,6 +31,7 @@ struct op_fs {
     eng_ctx *eng;                      /* the compression engine, for its counters */
     lg_log *log;                       /* where every non-trivial error leaves a line */
     int read_only;                     /* mounted -o ro: backing files are opened read-only */
+    int acl;                           /* POSIX ACLs are kept and enforced (not -o noacl) */
     uid_t uid;                         /* the daemon's own ids: objects made for another */
     gid_t gid;                         /* caller are handed over to it with fchownat */
     double timeout;                    /* entry and attribute validity in the kernel, s */

@@ -30,6 +30,8 @@ int op_keeps_any(struct op_fs *fs);
 /* ops_xattr.c */
 unsigned op_xattr_bit(const char *name);   /* a remembered attribute's bit, or 0 */
 void op_xattr_changed(struct in_inode *n); /* forget what n is known not to have */
+/* 1 when n has the attribute name (a backing error counts as not having it). */
+int op_xattr_has(struct op_fs *fs, struct in_inode *n, const char *name);
 void op_fill_xattr(struct fuse_lowlevel_ops *ops);
 
 #endif

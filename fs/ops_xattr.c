@@ -18,15 +18,30 @@
 #define OP_XATTR_STATS "user.fpgalz4fs.stats"
 #define OP_XATTR_MAX (64u * 1024u)     /* the largest value or list the VFS passes */
 
+/* The SELinux label is not stored: a FUSE mount is labelled as a whole by the policy
+ * (genfscon), never from its files' attributes. Nor are the ACLs of a noacl mount. Saying
+ * so (EOPNOTSUPP) is what lets ls -l and cp stop asking every file of the mount for them:
+ * they remember, per device, an attribute that is not supported. */
+#define OP_XATTR_LABEL "security.selinux"
+#define OP_XATTR_ACL "system.posix_acl_"
+
+static int op_xattr_unsupported(const struct op_fs *fs, const char *name)
+{
+    if (!name)
+        return 0;
+    if (!fs->acl && strncmp(name, OP_XATTR_ACL, strlen(OP_XATTR_ACL)) == 0)
+        return 1;
+    return strcmp(name, OP_XATTR_LABEL) == 0;
+}
+
 /* Attributes nearly no file has and that are asked of every file: security.capability by the
- * kernel before every write(2) (to drop it, as a write must), the SELinux label and the ACLs
- * by ls -l and cp. Once the backing file said it has none of one, the answer comes from
+ * kernel before every write(2) (to drop it, as a write must), the ACLs by ls -l and cp and
+ * by the kernel's permission checks. Once the backing file said it has none of one, the answer comes from
  * memory until a call through the mount may change that (setxattr, removexattr, chown,
  * chmod). One set directly in the backing directory shows when the kernel forgets the
  * inode; a capability is dropped by the backing filesystem itself at the daemon's next
  * write of the file anyway. */
-static const char *const op_xattr_rare[] = {"security.capability", "security.selinux",
-                                            "system.posix_acl_access",
+static const char *const op_xattr_rare[] = {"security.capability", "system.posix_acl_access",
                                             "system.posix_acl_default"};
 
 /* The bit of name in in_inode.xattr_none, or 0 for a name not remembered. */
@@ -140,6 +155,8 @@ static int op_xattr_change(struct op_fs *fs, struct in_inode *n, const char *nam
     char proc[40];
     if (op_is_reserved(name))
         return -EPERM;
+    if (op_xattr_unsupported(fs, name))
+        return -EOPNOTSUPP;
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
@@ -168,6 +185,29 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
     fuse_reply_err(req, -op_log_xattr(fs, "removexattr", n, name, err));
 }
 
+/* The backing file's attribute names less those not supported (a backing filesystem on a
+ * host that runs SELinux gives every file a label); size 0 asks for an upper bound of the
+ * length. Returns the length or -errno. */
+static ssize_t op_list_supported(const struct op_fs *fs, const char *proc, char *buf,
+                                 size_t size)
+{
+    ssize_t len = listxattr(proc, buf, size);
+    if (len < 0)
+        return -errno;
+    if (size == 0)
+        return len;
+    size_t out = 0;
+    for (size_t at = 0; at < (size_t)len;) {
+        size_t one = strnlen(buf + at, (size_t)len - at) + 1;
+        if (!op_xattr_unsupported(fs, buf + at)) {
+            memmove(buf + out, buf + at, one);
+            out += one;
+        }
+        at += one;
+    }
+    return (ssize_t)out;
+}
+
 /* Reads an attribute value (or, with list set, the name list) into buf; size 0 asks for
  * the length only. Returns the length or -errno. */
 static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const char *name,
@@ -183,19 +223,26 @@ static ssize_t op_getxattr_inode(struct op_fs *fs, struct in_inode *n, const cha
             memcpy(buf, text, len);
         return (ssize_t)len;
     }
+    if (op_xattr_unsupported(fs, name))
+        return -EOPNOTSUPP;
     unsigned gen = 0, bit = op_xattr_bit(name);
     if (bit && op_xattr_absent(n, bit, &gen))
         return -ENODATA;
     int fd = op_proc_open(fs, n, proc);
     if (fd < 0)
         return fd;
-    ssize_t len = name ? getxattr(proc, name, buf, size) : listxattr(proc, buf, size);
-    if (len < 0)
+    ssize_t len = name ? getxattr(proc, name, buf, size) : op_list_supported(fs, proc, buf, size);
+    if (name && len < 0)
         len = -errno;
     close(fd);
     if (len == -ENODATA && bit)
         op_xattr_none(n, bit, gen);
     return len;
+}
+
+int op_xattr_has(struct op_fs *fs, struct in_inode *n, const char *name)
+{
+    return op_getxattr_inode(fs, n, name, NULL, 0) >= 0;
 }
 
 static void op_reply_xattr(fuse_req_t req, ssize_t len, const char *buf, size_t size)

@@ -8,8 +8,8 @@ pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 liblz4-dev lz4 libxxha
 pkgs+=(fio gnuplot-nox sqlite3)
 # t_reserve: ext4 images (e2fsprogs) and, on kernels with quotas, a user's limit (setquota)
 pkgs+=(e2fsprogs quota)
-# t_growth counts the daemon's syncs (strace)
-pkgs+=(strace)
+# t_growth counts the daemon's syncs (strace); t_access sets ACLs (setfacl, getfacl)
+pkgs+=(strace acl)
 # the man pages are checked with man -l and man -w (packaging/, t_package)
 pkgs+=(man-db)
 # the XRT backend plugin and its tests under XRT's noop shim (libxrt-dev brings libxrt1 with

@@ -93,6 +93,51 @@ if check "mount with allow_other,default_permissions" mount_store allow_other,de
     check "unmount" umount_store
 fi
 
+# ---------------------------------------------------------------- POSIX ACLs
+# Kept in the backing file and enforced by the kernel: an entry that denies a user denies it
+# (the build before showed it in getfacl and let the user read); a default ACL is inherited,
+# and replaces the umask as POSIX.1e says; chmod moves the mask. -o noacl refuses them with
+# EOPNOTSUPP, and the SELinux label is never stored (ls -l stops asking for either).
+acl_mode_as_user() {   # acl_mode_as_user UMASK PATH: a file made by the user, its mode
+    as_user sh -c "umask $1; printf x >'$2'" && stat -c %a "$2"
+}
+if check "mount with allow_other (ACLs on by default)" mount_store allow_other; then
+    mkdir "$MNT/acl" && chmod 755 "$MNT/acl"
+    printf 'for all but one
+' >"$MNT/acl/f" && chmod 644 "$MNT/acl/f"
+    check "user reads a 0644 file before any ACL" as_user cat "$MNT/acl/f"
+    check "setfacl denies the user" setfacl -m u:$U:--- "$MNT/acl/f"
+    check "the ACL is in the backing file" bash -c "getfacl -n '$BACKING/acl/f' 2>/dev/null | grep -q '^user:$U:---'"
+    check "an entry that denies the user is enforced (EACCES)" errno_as_user EACCES open-r "$MNT/acl/f"
+    check "ls -l marks the file with an ACL" bash -c "ls -l '$MNT/acl/f' | grep -q '^-rw-r--r--+'"
+    printf 'private
+' >"$MNT/acl/g" && chmod 600 "$MNT/acl/g"
+    check "setfacl grants the user read" setfacl -m u:$U:r "$MNT/acl/g"
+    check "an entry that grants the user is enforced" as_user cat "$MNT/acl/g"
+    check "chmod 600 takes the mask's read away" chmod 600 "$MNT/acl/g"
+    check_eq "the mask follows chmod" "mask::---" "$(getfacl -c "$MNT/acl/g" 2>/dev/null | grep '^mask')"
+    check "the user cannot read once the mask denies (EACCES)" errno_as_user EACCES open-r "$MNT/acl/g"
+    mkdir "$MNT/acl/shared" && chmod 777 "$MNT/acl/shared"
+    check "a default ACL on a directory" setfacl -d -m u::rwx,g::rwx,o::rwx "$MNT/acl/shared"
+    check_eq "with a default ACL the umask does not apply" 666 "$(acl_mode_as_user 077 "$MNT/acl/shared/u1")"
+    chmod 777 "$MNT/acl"
+    check_eq "without one it does" 600 "$(acl_mode_as_user 077 "$MNT/acl/u2")"
+    check "a subdirectory inherits the default ACL" bash -c "mkdir '$MNT/acl/shared/sub' && getfacl -c '$MNT/acl/shared/sub' 2>/dev/null | grep -q '^default:group::rwx'"
+    user_setfacl_fails() { ! as_user setfacl -m u:$U:rw "$MNT/acl/f" 2>/dev/null; }
+    check "the user cannot change a root file's ACL" user_setfacl_fails
+    check "...and it still denies the user" bash -c "getfacl -n '$MNT/acl/f' 2>/dev/null | grep -q '^user:$U:---'"
+    check "setting the SELinux label fails with EOPNOTSUPP" bash -c "setfattr -n security.selinux -v x '$MNT/acl/f' 2>&1 | grep -q 'not supported'"
+    setfattr -n security.selinux -v x "$BACKING/acl/f" 2>/dev/null
+    check "a label in the backing file is not listed" bash -c "! getfattr -d -m - '$MNT/acl/f' 2>/dev/null | grep -q selinux"
+    check "unmount" umount_store
+fi
+if check "mount -o noacl" mount_store allow_other,noacl; then
+    check "setfacl fails with EOPNOTSUPP under noacl" bash -c "setfacl -m u:$U:r '$MNT/acl/g' 2>&1 | grep -q 'not supported'"
+    check "an ACL set before is not listed" bash -c "! getfattr -d -m - '$MNT/acl/f' 2>/dev/null | grep -q posix_acl"
+    check "ls -l asks no file for an ACL" bash -c "strace -f -e trace=getxattr -o '$WS/ls.trace' ls -l '$MNT/acl' >/dev/null && [ \$(grep -c 'posix_acl_access' '$WS/ls.trace') -le 1 ]"
+    check "unmount" umount_store
+fi
+
 # without allow_other the user sees nothing of the mount
 if check "mount without allow_other" mount_store ""; then
     check "another user is refused without allow_other (EACCES)" errno_as_user EACCES listdir "$MNT/pub"
