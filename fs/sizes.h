@@ -5,7 +5,7 @@
  * the kernel's forget; this one outlives it, so that after the kernel dropped its caches
  * (memory pressure, drop_caches, a tree walked twice) a lookup reads no footer again. A
  * state is (st_dev, st_ino, st_size, st_ctim): any change to the backing file moves its
- * ctime, so a stale size is never returned. Direct-mapped: a collision replaces. */
+ * ctime, so a stale size is never returned. Bounded: the least recently used goes. */
 #ifndef FPGALZ4FS_SIZES_H
 #define FPGALZ4FS_SIZES_H
 

@@ -196,6 +196,7 @@ typedef struct {
     unsigned rounds, ops, edits, file_mib, fio_secs, hole_gb;
     unsigned tree_files;               /* files in the metadata rows' tree */
     const char *rows;                  /* comma-separated row tags to run; NULL: all */
+    const char *fs_opts;               /* more -o options for fpgalz4fs (--fs-opts); NULL */
 } bn_wl_cfg;
 
 typedef struct bn_wl bn_wl;

@@ -27,7 +27,7 @@
     "[--rounds N] [--quick] [--mb N] [--block 64K|256K|1M|4M] [--synthetic] [--tree DIR] " \
     "[--tree-files N] [--workdir DIR] [--fio-secs S] [--fio-mb N] [--writers N] "         \
     "[--writer-mb N] [--mem-mb N] [--overhead-mb N] [--engine-mb N] [--wl-ops N] "        \
-    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--wl-rows LIST] "            \
+    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--wl-rows LIST] [--fs-opts OPTS] "            \
     "[--passthrough-src FILE]"
 
 #define BN_LINUX_TOP "linux-source-6.1"
@@ -55,6 +55,7 @@ typedef struct {
     size_t engine_mib;
     unsigned wl_ops, wl_edits, wl_mib, hole_gb, wl_tree;
     const char *wl_rows;
+    const char *fs_opts;
     const char *pt_src;
 } bn_fopts;
 
@@ -154,6 +155,7 @@ static void bn_fs_help(void)
            "                    sqlite-wal, append, fsync-append, fio, fio-fsync32, edits,\n"
            "                    tree-cp, tree-tar, tree-stat, tree-du, tree-ls, tree-git,\n"
            "                    tree-rm, holes, write-bytes\n"
+           "  --fs-opts OPTS    more -o options for fpgalz4fs's mounts, e.g. noacl\n"
            "  --passthrough-src FILE  passthrough_ll.c (default: libfuse3-dev's example)\n");
 }
 
@@ -183,6 +185,10 @@ static int bn_fs_opt(int c, const char *arg, bn_fopts *o)
         o->wl_rows = arg;
         return bn_wl_rows_valid(arg) ? BN_CONTINUE
                                      : bn_usage_error(BN_FS_USAGE, "bad --wl-rows", arg);
+    case 'K':
+        o->fs_opts = arg;
+        return arg[0] && !strchr(arg, ' ') ? BN_CONTINUE
+                                           : bn_usage_error(BN_FS_USAGE, "bad --fs-opts", arg);
     case 'q': o->quick = 1; return BN_CONTINUE;
     case 'm':
         rc = bn_fs_uint(arg, 1, 1 << 16, &u, "bad --mb (MiB, 1..65536)");
@@ -275,6 +281,7 @@ static int bn_fs_args(int argc, char **argv, bn_fopts *o)
         {"passthrough-src", required_argument, NULL, 'P'},
         {"wl-tree", required_argument, NULL, 'Y'},
         {"wl-rows", required_argument, NULL, 'L'},
+        {"fs-opts", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
     *o = (bn_fopts){.mode = argv[0], .parts = bn_fs_parts(argv[0]), .block = 1u << 20,
@@ -872,7 +879,7 @@ static int bn_part_wl(bn_fs *b)
                    .rounds = b->o.wl_rounds, .ops = b->o.wl_ops, .edits = b->o.wl_edits,
                    .file_mib = b->o.wl_mib, .fio_secs = b->o.fio_secs,
                    .hole_gb = b->o.hole_gb, .tree_files = b->o.wl_tree,
-                   .rows = b->o.wl_rows};
+                   .rows = b->o.wl_rows, .fs_opts = b->o.fs_opts};
     return bn_wl_run(&c, &b->wl);
 }
 

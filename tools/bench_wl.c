@@ -474,7 +474,10 @@ static int bn_wl_mount_fs(bn_wl *w, int r)
         return bn_wl_why(w, "mkfpgalz4fs failed on %s", w->m.backing);
     bn_wl_store_sum(w->m.backing, &w->base_apparent, &w->base_alloc);
     bn_path(w->m.log, w->c.work, "wl-daemon.log");
-    return bn_mount_up(&w->m, w->c.daemon, "engine=sw") == 0
+    char opts[512];
+    snprintf(opts, sizeof(opts), "engine=sw%s%s", w->c.fs_opts ? "," : "",
+             w->c.fs_opts ? w->c.fs_opts : "");
+    return bn_mount_up(&w->m, w->c.daemon, opts) == 0
                ? 0 : bn_wl_why(w, "the daemon did not mount %s", w->m.mnt);
 }
 
@@ -1210,10 +1213,11 @@ static void bn_wl_wb_table(FILE *f, const bn_wl *w)
 
 static void bn_wl_setup_text(FILE *f, const bn_wl *w)
 {
-    fprintf(f, "- rivals: fpgalz4fs (`-o engine=sw`, a store of %s blocks and one of 64K "
+    fprintf(f, "- rivals: fpgalz4fs (`-o engine=sw%s%s`, a store of %s blocks and one of 64K "
                "blocks, made by mkfpgalz4fs); libfuse's passthrough_ll example (%s%s, built "
                "with `cc -O2 $(pkg-config --cflags --libs fuse3)`, mounted `-f -o source=DIR`: "
                "its defaults, cache=auto, no writeback cache, multi-threaded); %s\n",
+            w->c.fs_opts ? "," : "", w->c.fs_opts ? w->c.fs_opts : "",
             sb_block_size_name(w->c.block), w->rskip[BN_WR_PT] ? "not run: " : "",
             w->rskip[BN_WR_PT] ? w->rskip[BN_WR_PT] : w->pt_src,
             w->fresh ? "plain ext4" : "a plain directory");

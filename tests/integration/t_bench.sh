@@ -141,6 +141,7 @@ check "missing option value is a usage error" usage_exit all --results
 check "--help exits 0" "$BENCH" all --help
 check "bad --max-procs is a usage error" usage_exit parallel --max-procs 0
 check "an unknown --wl-rows row is a usage error" usage_exit workloads --wl-rows sqlite-wal,nosuch
+check "an empty --fs-opts is a usage error" usage_exit workloads --fs-opts ""
 check "parallel --help exits 0" "$BENCH" parallel --help
 
 # Without the daemon next to it the driver says so and fails before touching anything.
