@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "eng_internal.h"
 
@@ -54,7 +55,8 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t bricks_card, bricks_sw, blocks_card, blocks_sw, fallback_busy,
-        fallback_error, fallback_small, bytes_in, bytes_out, sets_written_off, sets_recovered;
+        fallback_error, fallback_small, bytes_in, bytes_out, sets_written_off, sets_recovered,
+        verify_failed;
 } eng_counters;
 
 struct eng_ctx_s {
@@ -148,8 +150,10 @@ static void eng_account(eng_ctx *eng, const eng_job *j)
 /* Tells each task's caller that it is done. Takes the engine lock. */
 static void eng_finish(eng_ctx *eng, const eng_brick *b, int on_card)
 {
-    for (uint32_t i = 0; i < b->n; i++)
+    for (uint32_t i = 0; i < b->n; i++) {
         eng_account(eng, b->tasks[i].job);
+        b->tasks[i].job->from_card = on_card;
+    }
     if (on_card) {
         eng->n.bricks_card++;
         eng->n.blocks_card += b->n;
@@ -514,6 +518,9 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
 void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
 {
     t->pending = n_jobs;
+    t->jobs = jobs, t->n_jobs = n_jobs;
+    for (size_t i = 0; i < n_jobs; i++)
+        jobs[i].from_card = 0, jobs[i].sums_done = 0;
     pthread_cond_init(&t->done, NULL);
     if (n_jobs == 0)
         return;
@@ -523,6 +530,63 @@ void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
         eng_compress_sw(eng, jobs, n_jobs, t);
 }
 
+/* Whether a card's output of job decodes to exactly its input: the decoded bytes must
+ * have the input's XXH32 (computed here, from the input), which the frame carries as its
+ * content checksum anyway. scratch holds job->len bytes. */
+static int eng_card_output_good(eng_job *job, uint8_t *scratch)
+{
+    uint32_t want = XXH32(job->src, job->len, 0);
+    int got = LZ4_decompress_safe((const char *)job->dst, (char *)scratch, (int)job->out_len,
+                                  (int)job->len);
+    if (got != (int)job->len || XXH32(scratch, job->len, 0) != want)
+        return 0;
+    if (job->want_sums && !job->sums_done) {
+        job->src_sum = want;
+        job->out_sum = XXH32(job->dst, job->out_len, 0);
+        job->sums_done = 1;
+    }
+    return 1;
+}
+
+/* A card's block that is wrong, or that could not be checked, is compressed again here. */
+static void eng_redo_in_software(eng_ctx *eng, eng_job *job, int wrong)
+{
+    uint32_t was = job->out_len < job->len ? job->out_len : job->len;
+    job->sums_done = 0;
+    eng_sw_compress_job(job);
+    job->from_card = 0;
+    eng->n.bytes_out -= was;
+    eng->n.bytes_out += job->out_len < job->len ? job->out_len : job->len;
+    if (wrong)
+        eng->n.verify_failed++;
+}
+
+/* A kernel or card bug must cost a fallback, never wrong bytes: every compressed block a
+ * card returned is decoded on the caller's thread (so that verification runs on as many
+ * cores as there are writers) before the caller sees it. A raw one (out_len >= len) is
+ * the input itself. */
+static void eng_verify(eng_ctx *eng, eng_ticket *t)
+{
+    uint32_t most = 0;
+    for (size_t i = 0; i < t->n_jobs; i++)
+        if (t->jobs[i].from_card && t->jobs[i].out_len < t->jobs[i].len &&
+            t->jobs[i].len > most)
+            most = t->jobs[i].len;
+    if (most == 0)
+        return;
+    uint8_t *scratch = malloc(most);
+    for (size_t i = 0; i < t->n_jobs; i++) {
+        eng_job *job = &t->jobs[i];
+        if (!job->from_card || job->out_len >= job->len)
+            continue;
+        if (!scratch)
+            eng_redo_in_software(eng, job, 0);
+        else if (!eng_card_output_good(job, scratch))
+            eng_redo_in_software(eng, job, 1);
+    }
+    free(scratch);
+}
+
 void eng_wait(eng_ctx *eng, eng_ticket *t)
 {
     pthread_mutex_lock(&eng->lock);
@@ -530,6 +594,7 @@ void eng_wait(eng_ctx *eng, eng_ticket *t)
         pthread_cond_wait(&t->done, &eng->lock);
     pthread_mutex_unlock(&eng->lock);
     pthread_cond_destroy(&t->done);
+    eng_verify(eng, t);
 }
 
 void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs)
@@ -547,6 +612,7 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->fallback_small = eng->n.fallback_small;
     o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
+    o->verify_failed = eng->n.verify_failed;
     o->card_idle_us = 0;
     pthread_mutex_lock(&eng->lock);
     uint64_t now = eng_now_ns();

@@ -36,6 +36,8 @@ typedef struct {
     double emu_pcie_mbps;              /* emulated PCIe rate each way, MB/s; 0 means 10000 */
     double emu_error_rate;             /* fraction of emulated runs that fail */
     double emu_hang_rate;              /* fraction of emulated runs that never complete */
+    double emu_corrupt_rate;           /* fraction of emulated runs that complete with one
+                                          wrong byte in a compressed block (a silent bug) */
     uint64_t emu_seed;                 /* fault injection is repeatable for one seed */
     uint64_t emu_vanish_after;         /* emulated card: every run after this many errors
                                           (a card pulled out); 0 means never */
@@ -60,6 +62,8 @@ typedef struct {
                                           always does when asked; a card's output may not) */
     uint32_t src_sum;                  /* XXH32(src, len, 0) */
     uint32_t out_sum;                  /* XXH32(dst, out_len, 0), when out_len < len */
+    int from_card;                     /* set by the engine: a card compressed it (and its
+                                          output was verified) */
 } eng_job;
 
 typedef struct {
@@ -77,12 +81,16 @@ typedef struct {
     uint64_t card_idle_us;             /* summed over compute units: time with no run */
     uint64_t bytes_in;                 /* input bytes of all jobs */
     uint64_t bytes_out;                /* output bytes kept (compressed, or raw when larger) */
+    uint64_t verify_failed;            /* blocks a card compressed whose output did not decode
+                                          to their input: compressed again in software */
 } eng_stats;
 
 /* The caller's handle on jobs submitted with eng_submit; lives as long as they do. */
 typedef struct {
     size_t pending;                    /* jobs not finished yet (under the engine's lock) */
     pthread_cond_t done;               /* signalled when pending reaches 0 */
+    eng_job *jobs;                     /* the jobs, verified by eng_wait when a card made them */
+    size_t n_jobs;
 } eng_ticket;
 
 /* Output capacity a job of len bytes needs. */
@@ -96,7 +104,9 @@ void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs);
 
 /* The same in two halves, so that a writer can fill its next blocks while these compress:
  * eng_submit returns once the jobs are queued (it may compress some itself when every
- * thread is busy); eng_wait returns when all of them are done. The jobs, their buffers and
+ * thread is busy); eng_wait returns when all of them are done. Every block a card
+ * compressed is decoded on the waiting thread and checked against its input's checksum
+ * first: a wrong one is compressed again in software (verify_failed), never returned. The jobs, their buffers and
  * the ticket must stay untouched until eng_wait returns. */
 void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t);
 void eng_wait(eng_ctx *eng, eng_ticket *t);

@@ -6,8 +6,9 @@
  * three engines (DMA in, kernel, DMA out) works on one run at a time, so transfers of one
  * buffer set overlap the kernel of another exactly as far as the host keeps sets in flight.
  * The model keeps its own clock (stage timelines), so late wake-ups of the thread do not
- * add up. Runs fail (emu_error_rate: an error state or implausible sizes) or never
- * complete (emu_hang_rate) at random, from a seeded generator, so faults are repeatable. */
+ * add up. Runs fail (emu_error_rate: an error state or implausible sizes), never complete
+ * (emu_hang_rate) or complete with a wrong byte (emu_corrupt_rate) at random, from a seeded
+ * generator, so faults are repeatable. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 #define EMU_MAX_CUS 16u
 #define EMU_MAX_SETS 16u
 
-enum { EMU_OK = 0, EMU_HANG, EMU_ERROR_STATE, EMU_BAD_SIZES };
+enum { EMU_OK = 0, EMU_HANG, EMU_ERROR_STATE, EMU_BAD_SIZES, EMU_CORRUPT };
 
 typedef struct {
     eng_bufset bs;                     /* host memory: "sync" costs only the modelled time */
@@ -51,7 +52,7 @@ typedef struct {
 struct eng_dev_s {
     unsigned n_cus, n_sets;
     uint32_t stride;
-    double card_bps, pcie_bps, error_rate, hang_rate;
+    double card_bps, pcie_bps, error_rate, hang_rate, corrupt_rate;
     uint64_t vanish_after;             /* runs before the card is gone (0: never) */
     uint64_t runs;                     /* runs begun, under rng_lock */
     pthread_mutex_t rng_lock;
@@ -88,6 +89,8 @@ static int emu_fault(struct eng_dev_s *d)
         return EMU_HANG;
     if (d->error_rate > 0 && emu_random(d) < d->error_rate)
         return emu_random(d) < 0.5 ? EMU_ERROR_STATE : EMU_BAD_SIZES;
+    if (d->corrupt_rate > 0 && emu_random(d) < d->corrupt_rate)
+        return EMU_CORRUPT;
     return EMU_OK;
 }
 
@@ -127,6 +130,21 @@ static uint64_t emu_finish_time(emu_cu *cu, const emu_set *s, uint64_t out)
     return out_end;
 }
 
+/* A silent bug: the run completes with plausible sizes, and one byte of one compressed
+ * block is wrong (the host's verification must catch it; a byte of a raw block is never
+ * read, its input is stored instead). */
+static void emu_corrupt(emu_set *s, uint32_t stride, uint64_t gen)
+{
+    for (uint32_t k = 0; k < s->n_blocks; k++) {
+        uint32_t j = (uint32_t)((gen + k) % s->n_blocks);
+        uint32_t size = s->bs.sizes[j];
+        if (size > 0 && size < s->bs.in_sizes[j]) {
+            s->bs.out[(size_t)j * stride + (gen * 7919u) % size] ^= 0x20;
+            return;
+        }
+    }
+}
+
 /* One run: the kernel over the set, then whatever time the modelled card still needs. */
 static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
 {
@@ -140,6 +158,8 @@ static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
         for (uint32_t j = 0; j < s->n_blocks; j++)
             out += s->bs.sizes[j];
     }
+    if (fault == EMU_CORRUPT)
+        emu_corrupt(s, d->stride, gen);
     if (fault == EMU_BAD_SIZES)        /* what a broken card might leave: caught by the host */
         s->bs.sizes[s->n_blocks - 1] = (uint32_t[]){0, d->stride + 1,
                                                     0xFFFFFFFFu}[gen % 3];
@@ -196,6 +216,7 @@ static eng_dev *emu_open(const eng_config *cfg, uint32_t stride, char *err, size
     d->stride = stride;
     d->card_bps = cfg->emu_card_mbps * 1e6, d->pcie_bps = cfg->emu_pcie_mbps * 1e6;
     d->error_rate = cfg->emu_error_rate, d->hang_rate = cfg->emu_hang_rate;
+    d->corrupt_rate = cfg->emu_corrupt_rate;
     d->vanish_after = cfg->emu_vanish_after;
     d->rng = cfg->emu_seed ? cfg->emu_seed : 0x9E3779B97F4A7C15ull;
     pthread_mutex_init(&d->rng_lock, NULL);

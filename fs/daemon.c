@@ -55,6 +55,7 @@ struct dm_opts {
     char *emu_pcie_mbps;               /* emulated card: PCIe rate each way */
     char *emu_error_rate;              /* emulated card: fraction of runs that fail */
     char *emu_hang_rate;               /* emulated card: fraction that never complete */
+    char *emu_corrupt_rate;            /* emulated card: fraction with a wrong byte */
     char *emu_vanish_after;            /* emulated card: runs before it is pulled out */
     char *mem_mb;                      /* decoded-block cache plus bricks in flight */
     char *file_version;                /* format version of new files */
@@ -83,6 +84,7 @@ struct dm_config {
     unsigned long long emu_pcie_mbps;
     double emu_error_rate;
     double emu_hang_rate;
+    double emu_corrupt_rate;
     unsigned long long emu_vanish_after;
     unsigned long long mem_mb;
     unsigned long long file_version;
@@ -129,6 +131,7 @@ static const struct fuse_opt dm_specs[] = {
     DM_OPT("emu_pcie_mbps=%s", emu_pcie_mbps),
     DM_OPT("emu_error_rate=%s", emu_error_rate),
     DM_OPT("emu_hang_rate=%s", emu_hang_rate),
+    DM_OPT("emu_corrupt_rate=%s", emu_corrupt_rate),
     DM_OPT("emu_vanish_after=%s", emu_vanish_after),
     DM_OPT("mem_mb=%s", mem_mb),
     DM_OPT("file_version=%s", file_version),
@@ -192,6 +195,7 @@ static void dm_usage(FILE *out)
             "  emu_pcie_mbps=N        emulated card: modelled PCIe rate each way (10000)\n"
             "  emu_error_rate=F       emulated card: fraction of runs that fail, 0..1 (0)\n"
             "  emu_hang_rate=F        emulated card: fraction of runs that hang, 0..1 (0)\n"
+            "  emu_corrupt_rate=F     emulated card: fraction of runs with a wrong byte, 0..1 (0)\n"
             "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
             "  mem_mb=N               decoded-block cache and bricks in flight, >= 16 (256)\n"
             "  file_version=1|2       on-disk format of new files; 1 for stores shared with\n"
@@ -349,6 +353,7 @@ static int dm_check(struct fs_daemon *dm)
         dm_uint("emu_pcie_mbps", o->emu_pcie_mbps, 1, 1000000, &c->emu_pcie_mbps) ||
         dm_rate("emu_error_rate", o->emu_error_rate, &c->emu_error_rate) ||
         dm_rate("emu_hang_rate", o->emu_hang_rate, &c->emu_hang_rate) ||
+        dm_rate("emu_corrupt_rate", o->emu_corrupt_rate, &c->emu_corrupt_rate) ||
         dm_uint("emu_vanish_after", o->emu_vanish_after, 0, 1ull << 62, &c->emu_vanish_after) ||
         dm_uint("mem_mb", o->mem_mb, 16, 1u << 20, &c->mem_mb) ||
         dm_uint("file_version", o->file_version, 1, 2, &c->file_version))
@@ -671,6 +676,7 @@ static int dm_open_engine(struct fs_daemon *dm)
                      .emu_card_mbps = (double)c->emu_card_mbps,
                      .emu_pcie_mbps = (double)c->emu_pcie_mbps,
                      .emu_error_rate = c->emu_error_rate, .emu_hang_rate = c->emu_hang_rate,
+                     .emu_corrupt_rate = c->emu_corrupt_rate,
                      .emu_vanish_after = c->emu_vanish_after, .xclbin = c->xclbin,
                      .device = (unsigned)c->device,
                      .xrt_kernel_model = (int)c->xrt_kernel_model};
@@ -892,7 +898,7 @@ static void dm_cleanup(struct fs_daemon *dm)
     char **strs[] = {&dm->opt.engine, &dm->opt.sw_threads, &dm->opt.cus, &dm->opt.bufsets,
                      &dm->opt.card_timeout_ms, &dm->opt.xclbin, &dm->opt.device,
                      &dm->opt.xrt_kernel_model, &dm->opt.emu_card_mbps, &dm->opt.emu_pcie_mbps,
-                     &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate,
+                     &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate, &dm->opt.emu_corrupt_rate,
                      &dm->opt.emu_vanish_after, &dm->opt.mem_mb,
                      &dm->opt.file_version, &dm->opt.log, &dm->opt.backing, &dm->opt.mountpoint};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)

@@ -1,6 +1,6 @@
 #!/bin/bash
-# t_cardfault: an emulated card that errors, hangs or vanishes (is pulled out) mid-run never
-# stalls a writer and never corrupts a file. Each case copies files in while a probe writes
+# t_cardfault: an emulated card that errors, hangs, vanishes (is pulled out) mid-run or returns
+# wrong bytes never stalls a writer and never corrupts a file. Each case copies files in while a probe writes
 # and fsyncs 64 KiB steps, timing each step; the slowest step must stay under a generous
 # bound (20 x (card_timeout_ms + the slowest step of the same probe on software alone)): the
 # point is that nothing hangs, not speed. Files must read back identical through the mount
@@ -70,7 +70,7 @@ run_case() {
     check "$name: copy identical through the mount" diff -r "$SRC" "$MNT/copy"
     check_eq "$name: probe content" "$(cat "$WS/$name.worst.sum")" "$(sum_of "$MNT/probe")"
     S=$(stats "$MNT")
-    say "    counters: $(printf '%s\n' "$S" | grep -E '^(backend|bricks_card|bricks_sw|fallback_error|fallback_busy)=' | sed 's/=0*\([0-9]\)/=\1/' | tr '\n' ' ')"
+    say "    counters: $(printf '%s\n' "$S" | grep -E '^(backend|bricks_card|blocks_card|bricks_sw|fallback_error|fallback_busy|verify_failed)=' | sed 's/=0*\([0-9]\)/=\1/' | tr '\n' ' ')"
     CASE_STATS=$S
     check "$name: unmount" umount_store
     check "$name: lz4 -d of every backing file equals the original" lz4_check "$BACKING/copy" "$SRC"
@@ -103,7 +103,19 @@ check "vanished card: fallback_error > 0" expect_counter "$CASE_STATS" fallback_
 check "vanished card: the card compressed some bricks before it went" expect_counter "$CASE_STATS" bricks_card -gt 0
 check "vanished card: at most 20 card bricks" expect_counter "$CASE_STATS" bricks_card -le 20
 
+# ---------------------------------------------------------------- a card that returns wrong bytes
+# Every run completes with plausible sizes and one wrong byte in a compressed block: the
+# host decodes every block a card compressed before storing it, so the wrong ones are
+# redone in software and counted, and every file still reads back identical.
+run_case corrupt "engine=emu,emu_corrupt_rate=1,emu_card_mbps=400"
+check "wrong card: verify_failed > 0" expect_counter "$CASE_STATS" verify_failed -gt 0
+check "wrong card: the card's other blocks were used (blocks_card > verify_failed)" \
+    bash -c "[ $(stat_of "$CASE_STATS" blocks_card) -gt $(stat_of "$CASE_STATS" verify_failed) ]"
+check "wrong card: no fault fallback (the runs themselves completed)" expect_counter "$CASE_STATS" fallback_error -eq 0
+
 # ---------------------------------------------------------------- option checks
+check_fails "emu_corrupt_rate=2 is refused" mount_store "engine=emu,emu_corrupt_rate=2"
+check "the refusal names the option" grep -q 'emu_corrupt_rate' <<<"$LAST_MOUNT_OUT"
 check_fails "emu_vanish_after=-1 is refused" mount_store "engine=emu,emu_vanish_after=-1"
 check "the refusal names the option" grep -q 'emu_vanish_after' <<<"$LAST_MOUNT_OUT"
 check_fails "emu_vanish_after=x is refused" mount_store "engine=emu,emu_vanish_after=x"
