@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <xxhash.h>
 
 #include "eng_internal.h"
 
@@ -148,15 +147,14 @@ static void eng_account(eng_ctx *eng, const eng_job *j)
 }
 
 /* Tells each task's caller that it is done. Takes the engine lock. */
-static void eng_finish(eng_ctx *eng, const eng_brick *b, int on_card)
+static void eng_finish(eng_ctx *eng, const eng_brick *b)
 {
-    for (uint32_t i = 0; i < b->n; i++) {
+    for (uint32_t i = 0; i < b->n; i++)
         eng_account(eng, b->tasks[i].job);
-        b->tasks[i].job->from_card = on_card;
-    }
-    if (on_card) {
+    if (b->from_card) {
         eng->n.bricks_card++;
-        eng->n.blocks_card += b->n;
+        eng->n.blocks_card += b->n;    /* verify_failed of them then done again in software */
+        eng->n.verify_failed += b->redone;
     } else {
         eng->n.bricks_sw++;
         eng->n.blocks_sw += b->n;
@@ -170,7 +168,7 @@ static void eng_finish(eng_ctx *eng, const eng_brick *b, int on_card)
     pthread_mutex_unlock(&eng->lock);
 }
 
-static void eng_sw_done(void *arg, eng_brick *b) { eng_finish(arg, b, 0); }
+static void eng_sw_done(void *arg, eng_brick *b) { eng_finish(arg, b); }
 
 /* ---- the card side (dispatcher thread only) ---- */
 
@@ -207,7 +205,7 @@ static void eng_cu_busy(eng_ctx *eng, unsigned cu, int delta, uint64_t now)
 /* Takes up to max queued jobs. Called with the lock held. */
 static void eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
 {
-    b->n = 0;
+    b->n = 0, b->from_card = 0;
     while (eng->q_count > 0 && b->n < max) {
         b->tasks[b->n++] = eng->queue[eng->q_head];
         eng->q_head = (eng->q_head + 1) % ENG_QUEUE_JOBS;
@@ -339,9 +337,10 @@ static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *
     }
     int ok = st == ENG_RUN_DONE && eng->ops->collect(eng->dev, cu, set) == 0 &&
              eng_check_and_copy(eng, eng->ops->bufset(eng->dev, cu, set), &s->brick) == 0;
-    if (ok) {
+    if (ok) {                          /* verified on the pool before anyone sees it */
         eng->backoff_ns = 0;
-        eng_finish(eng, &s->brick, 1);
+        s->brick.from_card = 1;
+        eng_sw_add(eng->sw, &s->brick);
     } else {
         eng_fault(eng, s, now);
     }
@@ -479,7 +478,7 @@ static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_tick
             eng_sw_compress_job(&jobs[i]);
             b.tasks[b.n++] = (eng_task){&jobs[i], call};
         }
-        eng_finish(eng, &b, 0);
+        eng_finish(eng, &b);
         return;
     }
     for (size_t first = 0; first < n_jobs; first += eng->capacity) {
@@ -501,7 +500,7 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
         eng_brick b = {.tasks = {{j, call}}, .n = 1};
         eng_sw_compress_job(j);
         eng->n.fallback_small++;
-        eng_finish(eng, &b, 0);
+        eng_finish(eng, &b);
     }
     pthread_mutex_lock(&eng->lock);
     for (size_t i = 0; i < n_jobs; i++) {
@@ -518,9 +517,8 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
 void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
 {
     t->pending = n_jobs;
-    t->jobs = jobs, t->n_jobs = n_jobs;
     for (size_t i = 0; i < n_jobs; i++)
-        jobs[i].from_card = 0, jobs[i].sums_done = 0;
+        jobs[i].sums_done = 0;         /* whatever a reused job said, these are not done */
     pthread_cond_init(&t->done, NULL);
     if (n_jobs == 0)
         return;
@@ -530,63 +528,6 @@ void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
         eng_compress_sw(eng, jobs, n_jobs, t);
 }
 
-/* Whether a card's output of job decodes to exactly its input: the decoded bytes must
- * have the input's XXH32 (computed here, from the input), which the frame carries as its
- * content checksum anyway. scratch holds job->len bytes. */
-static int eng_card_output_good(eng_job *job, uint8_t *scratch)
-{
-    uint32_t want = XXH32(job->src, job->len, 0);
-    int got = LZ4_decompress_safe((const char *)job->dst, (char *)scratch, (int)job->out_len,
-                                  (int)job->len);
-    if (got != (int)job->len || XXH32(scratch, job->len, 0) != want)
-        return 0;
-    if (job->want_sums && !job->sums_done) {
-        job->src_sum = want;
-        job->out_sum = XXH32(job->dst, job->out_len, 0);
-        job->sums_done = 1;
-    }
-    return 1;
-}
-
-/* A card's block that is wrong, or that could not be checked, is compressed again here. */
-static void eng_redo_in_software(eng_ctx *eng, eng_job *job, int wrong)
-{
-    uint32_t was = job->out_len < job->len ? job->out_len : job->len;
-    job->sums_done = 0;
-    eng_sw_compress_job(job);
-    job->from_card = 0;
-    eng->n.bytes_out -= was;
-    eng->n.bytes_out += job->out_len < job->len ? job->out_len : job->len;
-    if (wrong)
-        eng->n.verify_failed++;
-}
-
-/* A kernel or card bug must cost a fallback, never wrong bytes: every compressed block a
- * card returned is decoded on the caller's thread (so that verification runs on as many
- * cores as there are writers) before the caller sees it. A raw one (out_len >= len) is
- * the input itself. */
-static void eng_verify(eng_ctx *eng, eng_ticket *t)
-{
-    uint32_t most = 0;
-    for (size_t i = 0; i < t->n_jobs; i++)
-        if (t->jobs[i].from_card && t->jobs[i].out_len < t->jobs[i].len &&
-            t->jobs[i].len > most)
-            most = t->jobs[i].len;
-    if (most == 0)
-        return;
-    uint8_t *scratch = malloc(most);
-    for (size_t i = 0; i < t->n_jobs; i++) {
-        eng_job *job = &t->jobs[i];
-        if (!job->from_card || job->out_len >= job->len)
-            continue;
-        if (!scratch)
-            eng_redo_in_software(eng, job, 0);
-        else if (!eng_card_output_good(job, scratch))
-            eng_redo_in_software(eng, job, 1);
-    }
-    free(scratch);
-}
-
 void eng_wait(eng_ctx *eng, eng_ticket *t)
 {
     pthread_mutex_lock(&eng->lock);
@@ -594,7 +535,6 @@ void eng_wait(eng_ctx *eng, eng_ticket *t)
         pthread_cond_wait(&t->done, &eng->lock);
     pthread_mutex_unlock(&eng->lock);
     pthread_cond_destroy(&t->done);
-    eng_verify(eng, t);
 }
 
 void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs)

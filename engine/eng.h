@@ -7,8 +7,11 @@
  * kernel) and sent to an accelerator card through N buffer sets per compute unit, so that
  * filling and collecting overlap the card's compute; when every buffer set is in flight, a
  * brick goes to the software pool instead of waiting, and so does anything the card failed
- * or that is too small to be worth a card run. Each job's output is a raw LZ4 block (no size
- * prefix); when the block does not shrink (out_len >= len) the caller stores it raw. */
+ * or that is too small to be worth a card run. Every block a card compressed is decoded on
+ * the pool and checked against its input's checksum before its caller sees it: a wrong one
+ * is compressed again in software (verify_failed), never returned. Each job's output is a
+ * raw LZ4 block (no size prefix); when the block does not shrink (out_len >= len) the caller
+ * stores it raw. */
 #ifndef FPGALZ4FS_ENG_H
 #define FPGALZ4FS_ENG_H
 
@@ -62,14 +65,13 @@ typedef struct {
                                           always does when asked; a card's output may not) */
     uint32_t src_sum;                  /* XXH32(src, len, 0) */
     uint32_t out_sum;                  /* XXH32(dst, out_len, 0), when out_len < len */
-    int from_card;                     /* set by the engine: a card compressed it (and its
-                                          output was verified) */
 } eng_job;
 
 typedef struct {
     uint64_t bricks_card;              /* card runs whose output was used */
     uint64_t bricks_sw;                /* bricks compressed in software */
-    uint64_t blocks_card;              /* block jobs compressed by the card */
+    uint64_t blocks_card;              /* block jobs compressed by the card (verify_failed of
+                                          them compressed again in software) */
     uint64_t blocks_sw;                /* block jobs compressed in software */
     uint64_t fallback_busy;            /* bricks sent to software: every buffer set in flight */
     uint64_t fallback_error;           /* bricks sent to software: card fault, time-out or
@@ -89,8 +91,6 @@ typedef struct {
 typedef struct {
     size_t pending;                    /* jobs not finished yet (under the engine's lock) */
     pthread_cond_t done;               /* signalled when pending reaches 0 */
-    eng_job *jobs;                     /* the jobs, verified by eng_wait when a card made them */
-    size_t n_jobs;
 } eng_ticket;
 
 /* Output capacity a job of len bytes needs. */
@@ -104,9 +104,7 @@ void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs);
 
 /* The same in two halves, so that a writer can fill its next blocks while these compress:
  * eng_submit returns once the jobs are queued (it may compress some itself when every
- * thread is busy); eng_wait returns when all of them are done. Every block a card
- * compressed is decoded on the waiting thread and checked against its input's checksum
- * first: a wrong one is compressed again in software (verify_failed), never returned. The jobs, their buffers and
+ * thread is busy); eng_wait returns when all of them are done. The jobs, their buffers and
  * the ticket must stay untouched until eng_wait returns. */
 void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t);
 void eng_wait(eng_ctx *eng, eng_ticket *t);

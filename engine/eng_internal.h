@@ -21,12 +21,16 @@ typedef struct {
 typedef struct {
     eng_task tasks[ENG_MAX_BRICK];
     uint32_t n;
+    uint32_t from_card;                /* a card compressed it: the pool verifies every block
+                                          instead of compressing it */
+    uint32_t redone;                   /* set by the pool: blocks of the card that did not
+                                          decode to their input, compressed again */
 } eng_brick;
 
 /* ---- software pool (eng_sw.c): POOL_add / POOL_tryAdd in zstd's manner ---- */
 
 typedef struct eng_sw_pool_s eng_sw_pool;
-/* done(arg, brick) runs on the pool thread once a brick is compressed. */
+/* done(arg, brick) runs on the pool thread once a brick is compressed (or verified). */
 typedef void (*eng_sw_done_fn)(void *arg, eng_brick *b);
 
 eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char *err,
@@ -39,6 +43,10 @@ unsigned eng_sw_threads(const eng_sw_pool *p);
 void eng_sw_close(eng_sw_pool *p);
 /* Compresses one job with liblz4 (also used inline for jobs too small for anything else). */
 void eng_sw_compress_job(eng_job *job);
+/* Checks a card's output of job against its input (decoded into *scratch, grown to the
+ * job's length); a wrong one, or one that could not be checked, is compressed again.
+ * Returns 1 when the card's output was wrong. */
+int eng_sw_verify_job(eng_job *job, uint8_t **scratch, uint32_t *scratch_cap);
 
 /* ---- the device interface ---- */
 

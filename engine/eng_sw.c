@@ -41,8 +41,52 @@ void eng_sw_compress_job(eng_job *job)
     }
 }
 
+/* Whether a card's output of job decodes to exactly its input: the decoded bytes must have
+ * the input's XXH32 (computed here, from the input), which a frame carries as its content
+ * checksum anyway; the sums are then filled in as software would. */
+static int eng_sw_card_output_good(eng_job *job, uint8_t *scratch)
+{
+    uint32_t want = XXH32(job->src, job->len, 0);
+    int got = LZ4_decompress_safe((const char *)job->dst, (char *)scratch, (int)job->out_len,
+                                  (int)job->len);
+    if (got != (int)job->len || XXH32(scratch, job->len, 0) != want)
+        return 0;
+    if (job->want_sums) {
+        job->src_sum = want;
+        job->out_sum = XXH32(job->dst, job->out_len, 0);
+        job->sums_done = 1;
+    }
+    return 1;
+}
+
+int eng_sw_verify_job(eng_job *job, uint8_t **scratch, uint32_t *scratch_cap)
+{
+    if (job->out_len >= job->len)      /* stored raw: the input itself, nothing to check */
+        return 0;
+    if (*scratch_cap < job->len) {
+        uint8_t *grown = realloc(*scratch, job->len);
+        if (grown)
+            *scratch = grown, *scratch_cap = job->len;
+    }
+    int checked = *scratch_cap >= job->len;
+    if (checked && eng_sw_card_output_good(job, *scratch))
+        return 0;
+    eng_sw_compress_job(job);
+    return checked;
+}
+
+/* A card's brick: every block checked, the wrong ones compressed again. */
+static void eng_sw_verify_brick(eng_brick *b, uint8_t **scratch, uint32_t *scratch_cap)
+{
+    b->redone = 0;
+    for (uint32_t i = 0; i < b->n; i++)
+        b->redone += (uint32_t)eng_sw_verify_job(b->tasks[i].job, scratch, scratch_cap);
+}
+
 static void *eng_sw_worker(void *arg)
 {
+    uint8_t *scratch = NULL;           /* where a card's blocks are decoded to be checked */
+    uint32_t scratch_cap = 0;
     eng_sw_pool *p = arg;
     pthread_mutex_lock(&p->lock);
     for (;;) {
@@ -55,13 +99,17 @@ static void *eng_sw_worker(void *arg)
         p->count--, p->busy++;
         pthread_cond_signal(&p->room);
         pthread_mutex_unlock(&p->lock);
-        for (uint32_t i = 0; i < b.n; i++)
-            eng_sw_compress_job(b.tasks[i].job);
+        if (b.from_card)
+            eng_sw_verify_brick(&b, &scratch, &scratch_cap);
+        else
+            for (uint32_t i = 0; i < b.n; i++)
+                eng_sw_compress_job(b.tasks[i].job);
         p->done(p->done_arg, &b);
         pthread_mutex_lock(&p->lock);
         p->busy--;
     }
     pthread_mutex_unlock(&p->lock);
+    free(scratch);
     return NULL;
 }
 
