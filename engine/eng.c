@@ -151,8 +151,7 @@ static void eng_finish(eng_ctx *eng, const eng_brick *b)
 {
     for (uint32_t i = 0; i < b->n; i++)
         eng_account(eng, b->tasks[i].job);
-    if (b->from_card) {
-        eng->n.bricks_card++;
+    if (b->from_card) {                /* a share of a card run, counted when it was reaped */
         eng->n.blocks_card += b->n;    /* verify_failed of them then done again in software */
         eng->n.verify_failed += b->redone;
     } else {
@@ -302,6 +301,19 @@ static int eng_check_and_copy(eng_ctx *eng, eng_bufset *bs, eng_brick *b)
     return 0;
 }
 
+/* A card's output is checked before anyone sees it, on the pool, a few blocks per thread: a
+ * GPU's run is tens of blocks, too many for one thread to decode at the card's rate. */
+#define ENG_VERIFY_SHARE 2u
+static void eng_verify_on_pool(eng_ctx *eng, const eng_brick *run)
+{
+    for (uint32_t first = 0; first < run->n; first += ENG_VERIFY_SHARE) {
+        eng_brick share = {.n = 0, .from_card = 1};
+        for (uint32_t i = first; i < run->n && share.n < ENG_VERIFY_SHARE; i++)
+            share.tasks[share.n++] = run->tasks[i];
+        eng_sw_add(eng->sw, &share);
+    }
+}
+
 /* A fault, an error or a time-out: the same input goes to software, the card rests. */
 static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
 {
@@ -337,10 +349,10 @@ static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *
     }
     int ok = st == ENG_RUN_DONE && eng->ops->collect(eng->dev, cu, set) == 0 &&
              eng_check_and_copy(eng, eng->ops->bufset(eng->dev, cu, set), &s->brick) == 0;
-    if (ok) {                          /* verified on the pool before anyone sees it */
+    if (ok) {
         eng->backoff_ns = 0;
-        s->brick.from_card = 1;
-        eng_sw_add(eng->sw, &s->brick);
+        eng->n.bricks_card++;
+        eng_verify_on_pool(eng, &s->brick);
     } else {
         eng_fault(eng, s, now);
     }

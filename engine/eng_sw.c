@@ -41,18 +41,17 @@ void eng_sw_compress_job(eng_job *job)
     }
 }
 
-/* Whether a card's output of job decodes to exactly its input: the decoded bytes must have
- * the input's XXH32 (computed here, from the input), which a frame carries as its content
- * checksum anyway; the sums are then filled in as software would. */
+/* Whether a card's output of job decodes to exactly its input, byte for byte (stronger
+ * than comparing the decoded bytes' XXH32 with the input's, and three times cheaper); the
+ * sums a frame carries are then computed here, as software would. */
 static int eng_sw_card_output_good(eng_job *job, uint8_t *scratch)
 {
-    uint32_t want = XXH32(job->src, job->len, 0);
     int got = LZ4_decompress_safe((const char *)job->dst, (char *)scratch, (int)job->out_len,
                                   (int)job->len);
-    if (got != (int)job->len || XXH32(scratch, job->len, 0) != want)
+    if (got != (int)job->len || memcmp(scratch, job->src, job->len) != 0)
         return 0;
     if (job->want_sums) {
-        job->src_sum = want;
+        job->src_sum = XXH32(job->src, job->len, 0);
         job->out_sum = XXH32(job->dst, job->out_len, 0);
         job->sums_done = 1;
     }
