@@ -19,7 +19,7 @@ SRC_DIR=${SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD_DIR=/usr/bin
 . "$SRC_DIR/tests/integration/lib.sh"
 
-PKGS=(fpgalz4fs fpgalz4fs-xrt)
+PKGS=(fpgalz4fs fpgalz4fs-xrt fpgalz4fs-cuda)
 PKG_TOUCHED=0             # set once apt-get install has been tried: purge from then on
 
 pkg_installed() {
@@ -70,6 +70,7 @@ check "packaging/build-deb builds the packages (lintian: no errors)" \
 shopt -s nullglob
 core_deb=("$DEBS"/fpgalz4fs_*.deb)
 xrt_deb=("$DEBS"/fpgalz4fs-xrt_*.deb)
+cuda_deb=("$DEBS"/fpgalz4fs-cuda_*.deb)
 shopt -u nullglob
 if [ ${#core_deb[@]} -ne 1 ]; then
     fail_check "one fpgalz4fs .deb made" "found: $(ls "$DEBS" 2>&1)"
@@ -80,6 +81,19 @@ pass "one fpgalz4fs .deb made: $(basename "${core_deb[0]}")"
 # The XRT package is made whenever the source has the plugin (build-deb's rule, which then
 # fails a build that cannot make it).
 check_eq "one fpgalz4fs-xrt .deb made" 1 "${#xrt_deb[@]}"
+
+# The CUDA package is made exactly where nvcc is installed (build-deb's rule).
+if command -v nvcc >/dev/null || [ -n "${CUDACXX:-}" ] || [ -x /usr/local/cuda/bin/nvcc ]; then
+    check_eq "nvcc is installed: one fpgalz4fs-cuda .deb made" 1 "${#cuda_deb[@]}"
+else
+    check_eq "no nvcc: no fpgalz4fs-cuda .deb" 0 "${#cuda_deb[@]}"
+fi
+if [ ${#cuda_deb[@]} -eq 1 ]; then
+    cuda_contents=$(dpkg-deb -c "${cuda_deb[0]}")
+    check "the CUDA package holds the plugin and depends on the same fpgalz4fs" bash -c '
+        grep -q "/fpgalz4fs/fpgalz4fs-cuda.so$" <<<"$1" &&
+        dpkg-deb -f "$2" Depends | grep -qE "fpgalz4fs \(= "' _ "$cuda_contents" "${cuda_deb[0]}"
+fi
 
 core_depends=$(dpkg-deb -f "${core_deb[0]}" Depends)
 say "    fpgalz4fs Depends: $core_depends"
@@ -102,7 +116,7 @@ fi
 
 PKG_TOUCHED=1
 check "apt-get install of the .deb files" \
-    env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${core_deb[@]}" "${xrt_deb[@]}"
+    env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${core_deb[@]}" "${xrt_deb[@]}" "${cuda_deb[@]}"
 for b in fpgalz4fs mkfpgalz4fs fpgalz4fs-bench; do
     check "/usr/bin/$b installed" test -x "/usr/bin/$b"
 done
