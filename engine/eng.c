@@ -44,10 +44,12 @@ typedef struct {
     eng_brick brick;                   /* the tasks of the run in flight */
     eng_slot_state state;
     uint64_t started_ns;
+    uint64_t bytes;                    /* input bytes of the brick */
 } eng_slot;
 
 typedef struct {
     unsigned in_flight;                /* runs started and not yet collected */
+    uint64_t last_done_ns;             /* when its latest run was collected */
     uint64_t idle_since_ns;            /* when in_flight last dropped to 0 */
     uint64_t idle_ns;                  /* idle time before idle_since_ns */
 } eng_cu;
@@ -76,6 +78,9 @@ struct eng_ctx_s {
     eng_cu *cus;
     unsigned slots_in_flight;          /* slots in ENG_SLOT_RUNNING */
     unsigned slots_off;                /* slots in ENG_SLOT_OFF */
+    uint64_t q_bytes;                  /* input bytes of the queued jobs */
+    uint64_t in_flight_bytes;          /* input bytes of the runs in flight */
+    uint64_t card_ps_per_byte;         /* the card's measured rate (dispatcher only) */
     uint64_t backoff_ns, backoff_until_ns;
     uint64_t episode_ns;               /* when the latest rest began: runs started before
                                           it failed in that episode */
@@ -207,6 +212,7 @@ static void eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
     b->n = 0, b->from_card = 0;
     while (eng->q_count > 0 && b->n < max) {
         b->tasks[b->n++] = eng->queue[eng->q_head];
+        eng->q_bytes -= eng->queue[eng->q_head].job->len;
         eng->q_head = (eng->q_head + 1) % ENG_QUEUE_JOBS;
         eng->q_count--;
     }
@@ -333,6 +339,19 @@ static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
     eng_sw_add(eng->sw, &s->brick);
 }
 
+/* The card's rate, from the time between a run's collection and the later of its start and
+ * the collection before it on its compute unit: with several sets in flight, runs overlap,
+ * and that gap is what each one cost the card. Dispatcher thread only. */
+static void eng_card_rate(eng_ctx *eng, unsigned cu, const eng_slot *s, uint64_t now)
+{
+    eng_cu *c = &eng->cus[cu];
+    uint64_t from = s->started_ns > c->last_done_ns ? s->started_ns : c->last_done_ns;
+    c->last_done_ns = now;
+    if (s->bytes && now > from)
+        eng->card_ps_per_byte = eng_sched_ewma(eng->card_ps_per_byte,
+                                               (now - from) * 1000 / s->bytes);
+}
+
 /* Polls one set in flight; returns 1 if it is finished (one way or the other): done, or
  * written off (*off set) when it failed or ran past card_timeout_ms. Never waits for the
  * card. Called with the lock released. */
@@ -352,6 +371,7 @@ static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *
     if (ok) {
         eng->backoff_ns = 0;
         eng->n.bricks_card++;
+        eng_card_rate(eng, cu, s, now);
         eng_verify_on_pool(eng, &s->brick);
     } else {
         eng_fault(eng, s, now);
@@ -365,6 +385,7 @@ static void eng_slot_end(eng_ctx *eng, unsigned cu, eng_slot *s, int off, uint64
 {
     s->state = off ? ENG_SLOT_OFF : ENG_SLOT_FREE;
     eng->slots_in_flight--;
+    eng->in_flight_bytes -= s->bytes;
     eng->slots_off += off != 0;
     eng->n.sets_written_off += off != 0;
     eng_cu_busy(eng, cu, -1, now);
@@ -405,8 +426,29 @@ static int eng_reap_all(eng_ctx *eng)
     return progress;
 }
 
-/* Sends one brick somewhere if it can; 0 when both the card and the pool are full. Called
- * and returns with the lock held. */
+/* How many pool threads may compress at once: all of them while the card rests; while it
+ * works, half, so that its runs are verified as fast as they come back (a GPU's 13 GB/s
+ * needs about six threads decoding at 2.2 GB/s each). */
+static unsigned eng_sw_room(const eng_ctx *eng, int resting)
+{
+    unsigned n = eng_sw_threads(eng->sw);
+    return resting || eng->slots_in_flight == 0 ? n : (n + 1) / 2;
+}
+
+/* How many of the first max queued jobs software should take while the card is busy
+ * (eng_sched.c). Called with the lock held. */
+static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
+{
+    uint32_t lens[ENG_SW_BRICK];
+    unsigned n = 0;
+    for (; n < max && n < eng->q_count; n++)
+        lens[n] = eng->queue[(eng->q_head + n) % ENG_QUEUE_JOBS].job->len;
+    eng_rates r = {eng->card_ps_per_byte, eng_sw_ps_per_byte(eng->sw)};
+    return eng_sched_sw_take(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
+}
+
+/* Sends one brick somewhere if it can; 0 when both the card and the pool are full, or when
+ * the jobs are better left for the card. Called and returns with the lock held. */
 static int eng_dispatch_one(eng_ctx *eng)
 {
     unsigned cu = 0, set = 0;
@@ -417,6 +459,10 @@ static int eng_dispatch_one(eng_ctx *eng)
         eng_slot *s = eng_slot_at(eng, cu, set);
         eng_take_brick(eng, &s->brick, eng->capacity);
         s->state = ENG_SLOT_RUNNING, s->started_ns = now, eng->slots_in_flight++;
+        s->bytes = 0;
+        for (uint32_t i = 0; i < s->brick.n; i++)
+            s->bytes += s->brick.tasks[i].job->len;
+        eng->in_flight_bytes += s->bytes;
         eng_cu_busy(eng, cu, +1, now);
         pthread_mutex_unlock(&eng->lock);
         int rc = eng_fill_and_start(eng, cu, set, &s->brick);
@@ -429,9 +475,15 @@ static int eng_dispatch_one(eng_ctx *eng)
     }
     if (eng->cfg.card_only && !resting)
         return 0;
-    /* A card's brick may be tens of MiB: software takes a pool thread's share at a time. */
-    eng_take_brick(eng, &b, eng->capacity < ENG_SW_BRICK ? eng->capacity : ENG_SW_BRICK);
-    if (eng_sw_try_add(eng->sw, &b)) {
+    /* A card's brick may be tens of MiB: software takes a pool thread's share at a time,
+     * and while the card works, only what that thread finishes before the card would. */
+    unsigned max = eng->capacity < ENG_SW_BRICK ? eng->capacity : ENG_SW_BRICK;
+    if (!resting && eng->slots_in_flight > 0)
+        max = eng_sw_share(eng, max);
+    if (max == 0)
+        return 0;                      /* the card's next free set takes them */
+    eng_take_brick(eng, &b, max);
+    if (eng_sw_try_add(eng->sw, &b, eng_sw_room(eng, resting))) {
         if (resting)
             eng->n.fallback_error++;
         else
@@ -441,6 +493,8 @@ static int eng_dispatch_one(eng_ctx *eng)
     /* Put the jobs back in front: they wait for whichever frees first. */
     eng->q_head = (eng->q_head + ENG_QUEUE_JOBS - b.n) % ENG_QUEUE_JOBS;
     eng->q_count += b.n;
+    for (uint32_t i = 0; i < b.n; i++)
+        eng->q_bytes += b.tasks[i].job->len;
     return 0;
 }
 
@@ -521,6 +575,7 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
         while (eng->q_count == ENG_QUEUE_JOBS)
             pthread_cond_wait(&eng->room, &eng->lock);
         eng->queue[(eng->q_head + eng->q_count++) % ENG_QUEUE_JOBS] = (eng_task){&jobs[i], call};
+        eng->q_bytes += jobs[i].len;
         pthread_cond_signal(&eng->wake);
     }
     pthread_mutex_unlock(&eng->lock);

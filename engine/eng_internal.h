@@ -27,6 +27,22 @@ typedef struct {
                                           decode to their input, compressed again */
 } eng_brick;
 
+/* ---- scheduling (eng_sched.c) ---- */
+
+/* Measured rates, in picoseconds per input byte; 0: not measured yet. */
+typedef struct {
+    uint64_t card_ps_per_byte;         /* the card's pipeline, runs back to back */
+    uint64_t sw_ps_per_byte;           /* one pool thread */
+} eng_rates;
+
+/* How many of the first n queued jobs (lengths lens) one software thread should take while
+ * the card is busy: those it finishes before the card would finish the rest of the queue
+ * (queued bytes, these included) and the runs in flight (in_flight bytes); 0: leave them
+ * to the card. */
+unsigned eng_sched_sw_take(const eng_rates *r, const uint32_t *lens, unsigned n,
+                           uint64_t queued, uint64_t in_flight);
+uint64_t eng_sched_ewma(uint64_t old, uint64_t sample);
+
 /* ---- software pool (eng_sw.c): POOL_add / POOL_tryAdd in zstd's manner ---- */
 
 typedef struct eng_sw_pool_s eng_sw_pool;
@@ -35,11 +51,14 @@ typedef void (*eng_sw_done_fn)(void *arg, eng_brick *b);
 
 eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char *err,
                          size_t err_cap);
-/* Queues a brick if a thread can take it soon; 0 when the pool is saturated. */
-int eng_sw_try_add(eng_sw_pool *p, const eng_brick *b);
+/* Queues a brick if a thread can take it soon and fewer than most bricks to compress are
+ * queued or running; 0 when the pool is saturated. */
+int eng_sw_try_add(eng_sw_pool *p, const eng_brick *b, unsigned most);
 /* Queues a brick, waiting for room. */
 void eng_sw_add(eng_sw_pool *p, const eng_brick *b);
 unsigned eng_sw_threads(const eng_sw_pool *p);
+/* One pool thread's measured rate over the bricks it compressed, ps per byte; 0: none yet. */
+uint64_t eng_sw_ps_per_byte(const eng_sw_pool *p);
 void eng_sw_close(eng_sw_pool *p);
 /* Compresses one job with liblz4 (also used inline for jobs too small for anything else). */
 void eng_sw_compress_job(eng_job *job);

@@ -3,6 +3,7 @@
 #include <lz4.h>
 #include <xxhash.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,14 @@ struct eng_sw_pool_s {
     pthread_cond_t room;               /* eng_sw_add waits for space */
     eng_brick *ring;                   /* fixed at open: no allocation per brick */
     unsigned cap, head, count;
-    unsigned busy;                     /* bricks being compressed right now */
+    unsigned busy;                     /* bricks being compressed or verified right now */
+    unsigned compressing;              /* bricks to compress, queued or running */
     int stopping;
     eng_sw_done_fn done;
     void *done_arg;
     pthread_t *threads;
     unsigned n_threads;
+    _Atomic uint64_t ns, bytes;        /* time and input of the bricks compressed so far */
 };
 
 void eng_sw_compress_job(eng_job *job)
@@ -82,6 +85,24 @@ static void eng_sw_verify_brick(eng_brick *b, uint8_t **scratch, uint32_t *scrat
         b->redone += (uint32_t)eng_sw_verify_job(b->tasks[i].job, scratch, scratch_cap);
 }
 
+/* Compresses a brick and measures how fast one thread does it (eng_sched.c uses that). */
+static void eng_sw_compress_brick(eng_sw_pool *p, const eng_brick *b)
+{
+    uint64_t t0 = eng_now_ns(), bytes = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        eng_sw_compress_job(b->tasks[i].job);
+        bytes += b->tasks[i].job->len;
+    }
+    p->ns += eng_now_ns() - t0;
+    p->bytes += bytes;
+}
+
+uint64_t eng_sw_ps_per_byte(const eng_sw_pool *p)
+{
+    uint64_t bytes = p->bytes;
+    return bytes ? p->ns * 1000 / bytes : 0;
+}
+
 static void *eng_sw_worker(void *arg)
 {
     uint8_t *scratch = NULL;           /* where a card's blocks are decoded to be checked */
@@ -101,28 +122,36 @@ static void *eng_sw_worker(void *arg)
         if (b.from_card)
             eng_sw_verify_brick(&b, &scratch, &scratch_cap);
         else
-            for (uint32_t i = 0; i < b.n; i++)
-                eng_sw_compress_job(b.tasks[i].job);
+            eng_sw_compress_brick(p, &b);
         p->done(p->done_arg, &b);
         pthread_mutex_lock(&p->lock);
         p->busy--;
+        p->compressing -= !b.from_card;
     }
     pthread_mutex_unlock(&p->lock);
     free(scratch);
     return NULL;
 }
 
+/* A card's brick to verify goes in front: its check is short and everything its callers
+ * wait for, while a brick to compress takes a thread for tens of milliseconds. */
 static void eng_sw_push(eng_sw_pool *p, const eng_brick *b)
 {
-    p->ring[(p->head + p->count) % p->cap] = *b;
+    if (b->from_card) {
+        p->head = (p->head + p->cap - 1) % p->cap;
+        p->ring[p->head] = *b;
+    } else {
+        p->ring[(p->head + p->count) % p->cap] = *b;
+        p->compressing++;
+    }
     p->count++;
     pthread_cond_signal(&p->work);
 }
 
-int eng_sw_try_add(eng_sw_pool *p, const eng_brick *b)
+int eng_sw_try_add(eng_sw_pool *p, const eng_brick *b, unsigned most)
 {
     pthread_mutex_lock(&p->lock);
-    int ok = p->count + p->busy < p->n_threads;
+    int ok = p->count + p->busy < p->n_threads && p->compressing < most;
     if (ok)
         eng_sw_push(p, b);
     pthread_mutex_unlock(&p->lock);

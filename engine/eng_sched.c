@@ -1,0 +1,39 @@
+/* How much of the queue the software pool takes while every buffer set of the card is in
+ * flight. Software is slower per byte than a card by an order of magnitude or more: a brick
+ * it takes is worth it only if one pool thread finishes it before the card would have
+ * finished everything else queued and in flight; otherwise the batch waits for software
+ * and card and CPU subtract instead of adding. */
+#include "eng_internal.h"
+
+/* The card's part after the first take bytes went to software: what it still holds (about
+ * half of what is in flight is done, on average) and the rest of the queue. */
+static uint64_t eng_sched_card_ps(const eng_rates *r, uint64_t queued, uint64_t take,
+                                  uint64_t in_flight)
+{
+    return (queued - take + in_flight / 2) * r->card_ps_per_byte;
+}
+
+unsigned eng_sched_sw_take(const eng_rates *r, const uint32_t *lens, unsigned n,
+                           uint64_t queued, uint64_t in_flight)
+{
+    if (r->card_ps_per_byte == 0)      /* no run measured yet: the card's first runs decide */
+        return 0;
+    if (r->sw_ps_per_byte == 0)        /* software never measured: one job, to measure it */
+        return n > 0;
+    uint64_t take = 0;
+    unsigned k = 0;
+    while (k < n && take + lens[k] <= queued) {
+        uint64_t sw = (take + lens[k]) * r->sw_ps_per_byte;
+        if (sw > eng_sched_card_ps(r, queued, take + lens[k], in_flight))
+            break;
+        take += lens[k++];
+    }
+    return k;
+}
+
+/* An average that follows a card whose rate changes (another process's runs, a different
+ * mix of data) within a few runs. */
+uint64_t eng_sched_ewma(uint64_t old, uint64_t sample)
+{
+    return old ? (3 * old + sample) / 4 : sample;
+}

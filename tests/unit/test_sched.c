@@ -1,0 +1,93 @@
+/* eng_sched: how much of the queue software takes while the card is busy (engine/eng_sched.c).
+ * Rates in picoseconds per byte: 77 is a GPU's 13 GB/s, 2325 one core's lz4 -1 (0.43 GB/s),
+ * 5000 an emulated card modelled at 200 MB/s. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "eng_internal.h"
+
+#define MIB (1u << 20)
+
+static const uint32_t eight[8] = {MIB, MIB, MIB, MIB, MIB, MIB, MIB, MIB};
+
+/* Nothing is known before the card's first run: the card decides; software unmeasured gets
+ * one job, to be measured. */
+static void test_unmeasured(void **state)
+{
+    (void)state;
+    eng_rates none = {0, 0}, card_only = {77, 0};
+    assert_int_equal(eng_sched_sw_take(&none, eight, 8, 256ull * MIB, 128ull * MIB), 0);
+    assert_int_equal(eng_sched_sw_take(&card_only, eight, 8, 256ull * MIB, 128ull * MIB), 1);
+    assert_int_equal(eng_sched_sw_take(&card_only, eight, 0, 0, 128ull * MIB), 0);
+}
+
+/* A long queue ahead of a fast card: a core's share of 8 blocks (19.5 ms) is done before
+ * the card's 25 ms for the rest, so software takes all 8. */
+static void test_long_queue_shares(void **state)
+{
+    (void)state;
+    eng_rates gpu = {77, 2325};
+    assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 256ull * MIB, 128ull * MIB), 8);
+}
+
+/* The end of a batch: the card finishes 8 MiB in 0.6 ms, a core one block in 2.4 ms. Giving
+ * software anything would make the batch wait for it. */
+static void test_queue_end_stays_on_card(void **state)
+{
+    (void)state;
+    eng_rates gpu = {77, 2325};
+    assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 8ull * MIB, 0), 0);
+    assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 16ull * MIB, 0), 0);
+    /* somewhere between: as many as finish in time */
+    unsigned k = eng_sched_sw_take(&gpu, eight, 8, 40ull * MIB, 0);
+    assert_true(k > 0 && k < 8);
+    assert_true((uint64_t)k * MIB * 2325 <= (40ull - k) * MIB * 77);
+    assert_true((uint64_t)(k + 1) * MIB * 2325 > (40ull - k - 1) * MIB * 77);
+}
+
+/* A card slower than a core: software takes what it can finish before the card, which
+ * here is most of a short queue. */
+static void test_slow_card(void **state)
+{
+    (void)state;
+    eng_rates emu = {5000, 2325};
+    unsigned k = eng_sched_sw_take(&emu, eight, 8, 8ull * MIB, 0);
+    assert_int_equal(k, 5);            /* 5 x 2325 <= 3 x 5000; 6 x 2325 > 2 x 5000 */
+}
+
+/* However fast software is, it never takes the whole queue from a card with nothing else
+ * to do (the card would then finish first), nor more than is queued. */
+static void test_card_keeps_some(void **state)
+{
+    (void)state;
+    eng_rates emu = {5000, 1};
+    assert_int_equal(eng_sched_sw_take(&emu, eight, 8, 3ull * MIB, 0), 2);
+    assert_int_equal(eng_sched_sw_take(&emu, eight, 8, 3ull * MIB, 8ull * MIB), 3);
+}
+
+static void test_ewma(void **state)
+{
+    (void)state;
+    assert_int_equal(eng_sched_ewma(0, 100), 100);
+    assert_int_equal(eng_sched_ewma(100, 200), 125);
+    uint64_t v = 100;
+    for (int i = 0; i < 20; i++)
+        v = eng_sched_ewma(v, 1000);
+    assert_true(v > 990 && v <= 1000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unmeasured),
+        cmocka_unit_test(test_long_queue_shares),
+        cmocka_unit_test(test_queue_end_stays_on_card),
+        cmocka_unit_test(test_slow_card),
+        cmocka_unit_test(test_card_keeps_some),
+        cmocka_unit_test(test_ewma),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
