@@ -87,6 +87,7 @@ struct eng_ctx_s {
     int stopping;
     pthread_t dispatcher;
     int dispatcher_started;
+    eng_copy_team *copies;             /* the dispatcher's helpers for a brick's copies */
 
     eng_counters n;
 };
@@ -219,50 +220,6 @@ static void eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
     pthread_cond_broadcast(&eng->room);
 }
 
-/* ---- brick copies: a GPU brick is tens of MiB, more than one core copies at card rates ---- */
-
-#define ENG_COPY_THREADS 8u
-#define ENG_COPY_ALONE (4u << 20)      /* below this many bytes one thread copies */
-
-typedef struct {
-    uint8_t *dst;
-    const uint8_t *src;
-    size_t len;
-} eng_copy;
-
-typedef struct {
-    const eng_copy *c;
-    uint32_t n;
-} eng_copy_part;
-
-static void *eng_copy_main(void *arg)
-{
-    const eng_copy_part *p = arg;
-    for (uint32_t i = 0; i < p->n; i++)
-        memcpy(p->c[i].dst, p->c[i].src, p->c[i].len);
-    return NULL;
-}
-
-/* Does the n copies on up to ENG_COPY_THREADS threads (this one included), split by count. */
-static void eng_copy_all(const eng_copy *c, uint32_t n, size_t bytes)
-{
-    uint32_t t = bytes < ENG_COPY_ALONE ? 1 : n < ENG_COPY_THREADS ? n : ENG_COPY_THREADS;
-    pthread_t th[ENG_COPY_THREADS];
-    eng_copy_part part[ENG_COPY_THREADS];
-    int started[ENG_COPY_THREADS] = {0};
-    for (uint32_t i = 0; i < t; i++) {
-        part[i] = (eng_copy_part){c + (size_t)n * i / t, n * (i + 1) / t - n * i / t};
-        if (i > 0)
-            started[i] = pthread_create(&th[i], NULL, eng_copy_main, &part[i]) == 0;
-    }
-    for (uint32_t i = 0; i < t; i++)
-        if (!started[i])               /* this thread's share, or one no thread took */
-            eng_copy_main(&part[i]);
-    for (uint32_t i = 1; i < t; i++)
-        if (started[i])
-            pthread_join(th[i], NULL);
-}
-
 /* Copies the brick into the set's input buffer, plants the sentinel, starts the run. */
 static int eng_fill_and_start(eng_ctx *eng, unsigned cu, unsigned set, const eng_brick *b)
 {
@@ -276,7 +233,7 @@ static int eng_fill_and_start(eng_ctx *eng, unsigned cu, unsigned set, const eng
         bs->in_sizes[j] = job->len;
         bs->sizes[j] = ENG_SENTINEL;
     }
-    eng_copy_all(c, b->n, bytes);
+    eng_copy_run(eng->copies, c, b->n, bytes);
     uint32_t input = (b->n - 1) * eng->stride + bs->in_sizes[b->n - 1];
     return eng->ops->start(eng->dev, cu, set, b->n, input);
 }
@@ -303,7 +260,7 @@ static int eng_check_and_copy(eng_ctx *eng, eng_bufset *bs, eng_brick *b)
             bytes += s;
         }
     }
-    eng_copy_all(c, n, bytes);
+    eng_copy_run(eng->copies, c, n, bytes);
     return 0;
 }
 
@@ -679,6 +636,8 @@ static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
     }
     for (unsigned cu = 0; cu < eng->n_cus; cu++)
         eng->cus[cu].idle_since_ns = eng_now_ns();
+    if ((uint64_t)eng->capacity * eng->stride > (4u << 20))   /* bricks worth sharing */
+        eng->copies = eng_copy_open();
     int rc = pthread_create(&eng->dispatcher, NULL, eng_dispatcher, eng);
     if (rc != 0) {
         snprintf(err, err_cap, "cannot start the card dispatcher: %s", strerror(rc));
@@ -727,6 +686,7 @@ void eng_close(eng_ctx *eng)
         pthread_mutex_unlock(&eng->lock);
         pthread_join(eng->dispatcher, NULL);
     }
+    eng_copy_close(eng->copies);
     if (eng->dev)
         eng->ops->close(eng->dev);
     eng_plugin_unload(&eng->plugin);

@@ -27,6 +27,22 @@ typedef struct {
                                           decode to their input, compressed again */
 } eng_brick;
 
+/* ---- copies of a card's bricks (eng_copy.c) ---- */
+
+typedef struct {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t len;
+} eng_copy;
+
+typedef struct eng_copy_team_s eng_copy_team;
+/* Starts the helpers (fewer, or none, if threads cannot start: the caller then copies more). */
+eng_copy_team *eng_copy_open(void);
+void eng_copy_close(eng_copy_team *t);
+/* Does the n copies of bytes in all, shared with the helpers when large. One caller at a
+ * time; t may be NULL (the caller copies alone). */
+void eng_copy_run(eng_copy_team *t, const eng_copy *c, uint32_t n, size_t bytes);
+
 /* ---- scheduling (eng_sched.c) ---- */
 
 /* Measured rates, in picoseconds per input byte; 0: not measured yet. */

@@ -615,6 +615,28 @@ static void test_verify_passes_good_card(void **state)
     eng_close(eng);
 }
 
+/* Bricks of 1 MiB blocks (8 MiB a run): the copies into and out of the card's buffers are
+ * shared with the copy team's helpers, round after round, from several callers at once;
+ * every byte must land in its own job, and the counters must add up. */
+static void test_big_bricks_shared_copies(void **state)
+{
+    eng_config c = emu_cfg();
+    c.block_size = 1024 * KIB;
+    c.card_only = 1;
+    c.emu_card_mbps = 100000;
+    eng_ctx *eng = open_cfg(&c);
+    crowd cr = {.n = 3,
+                .proto = {.eng = eng, .calls = 6, .max_jobs = 12, .min_len = 4 * KIB,
+                          .max_len = 1024 * KIB}};
+    run_bounded("callers with 1 MiB blocks", crowd_run, &cr, LIVENESS_S);
+    assert_int_equal(cr.bad, 0);
+    eng_stats st;
+    eng_get_stats(eng, &st);
+    expect_counters(&st, &cr.sum);
+    assert_true(st.blocks_card > 8);   /* some runs were whole 8 MiB bricks */
+    eng_close(eng);
+}
+
 /* Every run fails: everything is done in software, nothing is lost. */
 static void test_card_always_fails(void **state)
 {
@@ -1001,6 +1023,7 @@ int main(void)
         cmocka_unit_test(test_injected_errors),
         cmocka_unit_test(test_card_always_fails),
         cmocka_unit_test(test_silent_corruption_caught),
+        cmocka_unit_test(test_big_bricks_shared_copies),
         cmocka_unit_test(test_verify_passes_good_card),
         cmocka_unit_test(test_hangs),
         cmocka_unit_test(test_hung_sets_stay_off),
