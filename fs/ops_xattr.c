@@ -36,9 +36,9 @@ static int op_xattr_unsupported(const struct op_fs *fs, const char *name)
 
 /* Attributes nearly no file has and that are asked of every file: security.capability by the
  * kernel before every write(2) (to drop it, as a write must), the ACLs by ls -l and cp and
- * by the kernel's permission checks. Once the backing file said it has none of one, the answer comes from
- * memory until a call through the mount may change that (setxattr, removexattr, chown,
- * chmod). One set directly in the backing directory shows when the kernel forgets the
+ * by the kernel's permission checks. Once the backing file said it has none of one, the
+ * answer comes from memory until a call through the mount may change that (setxattr,
+ * removexattr, chown, chmod). One set directly in the backing directory shows when the kernel forgets the
  * inode; a capability is dropped by the backing filesystem itself at the daemon's next
  * write of the file anyway. */
 static const char *const op_xattr_rare[] = {"security.capability", "system.posix_acl_access",

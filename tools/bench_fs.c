@@ -27,8 +27,8 @@
     "[--rounds N] [--quick] [--mb N] [--block 64K|256K|1M|4M] [--synthetic] [--tree DIR] " \
     "[--tree-files N] [--workdir DIR] [--fio-secs S] [--fio-mb N] [--writers N] "         \
     "[--writer-mb N] [--mem-mb N] [--overhead-mb N] [--engine-mb N] [--wl-ops N] "        \
-    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--wl-rows LIST] [--fs-opts OPTS] "            \
-    "[--passthrough-src FILE]"
+    "[--wl-edits N] [--wl-mb N] [--hole-gb N] [--wl-tree N] [--wl-rows LIST] "            \
+    "[--fs-opts OPTS] [--passthrough-src FILE]"
 
 #define BN_LINUX_TOP "linux-source-6.1"
 #define BN_IO_CHUNK (128u * 1024u)
