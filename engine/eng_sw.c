@@ -45,8 +45,8 @@ void eng_sw_compress_job(eng_job *job)
 }
 
 /* Whether a card's output of job decodes to exactly its input, byte for byte (stronger
- * than comparing the decoded bytes' XXH32 with the input's, and three times cheaper); the
- * sums a frame carries are then computed here, as software would. */
+ * than comparing the decoded bytes' XXH32 with the input's, and it hashes nothing twice);
+ * the sums a frame carries are then computed here, as software would. */
 static int eng_sw_card_output_good(eng_job *job, uint8_t *scratch)
 {
     int got = LZ4_decompress_safe((const char *)job->dst, (char *)scratch, (int)job->out_len,
