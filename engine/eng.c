@@ -11,6 +11,7 @@
  * threads report through eng_finish, which takes eng_ctx.lock with the pool lock released). */
 #include <errno.h>
 #include <lz4.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,19 @@ uint64_t eng_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int eng_threads_start(pthread_t *th, unsigned *n, unsigned wanted, void *(*fn)(void *),
+                      void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = 0;
+    for (; *n < wanted && rc == 0; *n += rc == 0)
+        rc = pthread_create(&th[*n], NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 uint32_t eng_bound(uint32_t len)
@@ -207,17 +221,20 @@ static void eng_cu_busy(eng_ctx *eng, unsigned cu, int delta, uint64_t now)
         c->idle_since_ns = now;
 }
 
-/* Takes up to max queued jobs. Called with the lock held. */
-static void eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
+/* Takes up to max queued jobs; returns their input bytes. Called with the lock held. */
+static uint64_t eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
 {
+    uint64_t bytes = 0;
     b->n = 0, b->from_card = 0;
     while (eng->q_count > 0 && b->n < max) {
         b->tasks[b->n++] = eng->queue[eng->q_head];
-        eng->q_bytes -= eng->queue[eng->q_head].job->len;
+        bytes += eng->queue[eng->q_head].job->len;
         eng->q_head = (eng->q_head + 1) % ENG_QUEUE_JOBS;
         eng->q_count--;
     }
+    eng->q_bytes -= bytes;
     pthread_cond_broadcast(&eng->room);
+    return bytes;
 }
 
 /* Copies the brick into the set's input buffer, plants the sentinel, starts the run. */
@@ -414,11 +431,8 @@ static int eng_dispatch_one(eng_ctx *eng)
     eng_brick b;
     if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
         eng_slot *s = eng_slot_at(eng, cu, set);
-        eng_take_brick(eng, &s->brick, eng->capacity);
+        s->bytes = eng_take_brick(eng, &s->brick, eng->capacity);
         s->state = ENG_SLOT_RUNNING, s->started_ns = now, eng->slots_in_flight++;
-        s->bytes = 0;
-        for (uint32_t i = 0; i < s->brick.n; i++)
-            s->bytes += s->brick.tasks[i].job->len;
         eng->in_flight_bytes += s->bytes;
         eng_cu_busy(eng, cu, +1, now);
         pthread_mutex_unlock(&eng->lock);
@@ -439,7 +453,7 @@ static int eng_dispatch_one(eng_ctx *eng)
         max = eng_sw_share(eng, max);
     if (max == 0)
         return 0;                      /* the card's next free set takes them */
-    eng_take_brick(eng, &b, max);
+    uint64_t taken = eng_take_brick(eng, &b, max);
     if (eng_sw_try_add(eng->sw, &b, eng_sw_room(eng, resting))) {
         if (resting)
             eng->n.fallback_error++;
@@ -450,8 +464,7 @@ static int eng_dispatch_one(eng_ctx *eng)
     /* Put the jobs back in front: they wait for whichever frees first. */
     eng->q_head = (eng->q_head + ENG_QUEUE_JOBS - b.n) % ENG_QUEUE_JOBS;
     eng->q_count += b.n;
-    for (uint32_t i = 0; i < b.n; i++)
-        eng->q_bytes += b.tasks[i].job->len;
+    eng->q_bytes += taken;
     return 0;
 }
 

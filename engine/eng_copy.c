@@ -3,7 +3,6 @@
  * one thread that asks (the dispatcher): starting threads for every brick cost about as
  * much as a tenth of the card's time per brick. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,13 +63,7 @@ eng_copy_team *eng_copy_open(void)
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->work, NULL);
     pthread_cond_init(&t->done, NULL);
-    sigset_t all, old;                 /* the daemon's signal handlers run on its own threads */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    while (t->n_threads < ENG_COPY_PARTS - 1 &&
-           pthread_create(&t->threads[t->n_threads], NULL, eng_copy_helper, t) == 0)
-        t->n_threads++;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    eng_threads_start(t->threads, &t->n_threads, ENG_COPY_PARTS - 1, eng_copy_helper, t);
     return t;                          /* with fewer helpers, or none, the caller copies more */
 }
 

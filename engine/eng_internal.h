@@ -160,4 +160,10 @@ void eng_plugin_unload(eng_plugin_handle *h);
 /* Monotonic clock in nanoseconds. */
 uint64_t eng_now_ns(void);
 
+/* Starts threads running fn(arg) into th[*n..wanted), *n counting those started, with
+ * every signal blocked in them so that the daemon's handlers run on its own threads.
+ * Returns 0, or pthread_create's error for the first that did not start. */
+int eng_threads_start(pthread_t *th, unsigned *n, unsigned wanted, void *(*fn)(void *),
+                      void *arg);
+
 #endif

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <lz4.h>
 #include <xxhash.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +29,14 @@ struct eng_sw_pool_s {
     _Atomic uint64_t ns, bytes;        /* time and input of the bricks compressed so far */
 };
 
+/* The checksums an LZ4 frame carries, for a job whose output is final. */
+static void eng_sw_sums(eng_job *job)
+{
+    job->src_sum = XXH32(job->src, job->len, 0);
+    job->out_sum = job->out_len < job->len ? XXH32(job->dst, job->out_len, 0) : 0;
+    job->sums_done = 1;
+}
+
 void eng_sw_compress_job(eng_job *job)
 {
     int out = 0;
@@ -37,11 +44,8 @@ void eng_sw_compress_job(eng_job *job)
         out = LZ4_compress_default((const char *)job->src, (char *)job->dst, (int)job->len,
                                    (int)(job->dst_cap > INT32_MAX ? INT32_MAX : job->dst_cap));
     job->out_len = (out <= 0 || (uint32_t)out >= job->len) ? job->len : (uint32_t)out;
-    if (job->want_sums) {
-        job->src_sum = XXH32(job->src, job->len, 0);
-        job->out_sum = job->out_len < job->len ? XXH32(job->dst, job->out_len, 0) : 0;
-        job->sums_done = 1;
-    }
+    if (job->want_sums)
+        eng_sw_sums(job);
 }
 
 /* Whether a card's output of job decodes to exactly its input, byte for byte (stronger
@@ -53,11 +57,8 @@ static int eng_sw_card_output_good(eng_job *job, uint8_t *scratch)
                                   (int)job->len);
     if (got != (int)job->len || memcmp(scratch, job->src, job->len) != 0)
         return 0;
-    if (job->want_sums) {
-        job->src_sum = XXH32(job->src, job->len, 0);
-        job->out_sum = XXH32(job->dst, job->out_len, 0);
-        job->sums_done = 1;
-    }
+    if (job->want_sums)
+        eng_sw_sums(job);
     return 1;
 }
 
@@ -169,18 +170,6 @@ void eng_sw_add(eng_sw_pool *p, const eng_brick *b)
 
 unsigned eng_sw_threads(const eng_sw_pool *p) { return p->n_threads; }
 
-/* Workers block every signal so that the daemon's handlers run on its own threads. */
-static int eng_sw_start(eng_sw_pool *p, unsigned wanted)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = 0;
-    for (; p->n_threads < wanted && rc == 0; p->n_threads += rc == 0)
-        rc = pthread_create(&p->threads[p->n_threads], NULL, eng_sw_worker, p);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
 
 eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char *err,
                          size_t err_cap)
@@ -206,7 +195,7 @@ eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char 
         return NULL;
     }
     p->done = done, p->done_arg = arg;
-    int rc = eng_sw_start(p, threads);
+    int rc = eng_threads_start(p->threads, &p->n_threads, threads, eng_sw_worker, p);
     if (rc != 0) {
         snprintf(err, err_cap, "cannot start software compression threads: %s", strerror(rc));
         eng_sw_close(p);

@@ -599,8 +599,8 @@ static void test_silent_corruption_caught(void **state)
 /* A correct card: verification finds nothing. */
 static void test_verify_passes_good_card(void **state)
 {
-    eng_ctx *eng = open_cfg(&(eng_config){.backend = ENG_BACKEND_EMU, .sw_threads = 2,
-                                          .block_size = BS, .emu_card_mbps = 2000});
+    eng_config c = emu_cfg();
+    eng_ctx *eng = open_cfg(&c);
     jobset js;
     jobset_init(&js, 16);
     for (size_t i = 0; i < js.n; i++)
