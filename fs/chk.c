@@ -445,7 +445,7 @@ int chk_file(int fd, const sb_super *store, chk_mode mode, uint64_t changed_afte
     chk_ctx c = {.fd = fd, .mode = mode, .say = say, .say_ctx = ctx, .r = out, .store = store};
     out->file_len = out->size = (uint64_t)st.st_size;
     int rc = chk_marker(&c);
-    if (rc > 0 && c.version == 2) {
+    if (rc > 0 && c.version >= FMT_VERSION_2) {
         out->block_size = c.bs;
         rc = chk2_file(fd, c.bs, out->file_len, mode, sb_ns(st.st_ctim) > changed_after_ns, say,
                        ctx, out, &c.wrote);
@@ -495,7 +495,7 @@ int chk_stat_file(int fd, chk_stat *out)
     if (err != FMT_OK)
         return err == FMT_ERR_IO ? rc : 0;
     out->kind = CHK_OWN;
-    if (m.version == 2)
+    if (m.version >= FMT_VERSION_2)
         return chk2_stat_file(fd, m.block_size, out->apparent, out);
     fmt_trailer t;
     if ((err = fmt_trailer_read(fd, out->apparent, m.block_size, &t)) == FMT_ERR_NO_TRAILER) {

@@ -129,6 +129,30 @@ static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
     chk2_padding(c, i, p, avail, flen);
 }
 
+/* Whether slot i begins a hole run (version 3): its length, after checking it whole (its
+ * end, its data zeros, one group, another block after it); 0 when the slot holds no run
+ * head, which chk2_block then checks. A journal's copy of block i comes before the slot. */
+static uint32_t chk2_run(chk2_ctx *c, uint64_t i, uint32_t k)
+{
+    const fmt2_recovery *r = c->rec;
+    uint8_t h[FMT2_HOLE_HEAD];
+    while (k < r->jn && r->je[k].block < i)
+        k++;
+    if ((k < r->jn && r->je[k].block == i) ||
+        fmt_pread_all(c->fd, h, sizeof(h), fmt2_slot_off(c->bs, i)) < 0)
+        return 0;
+    uint32_t m = fmt2_run_head_parse(h, sizeof(h), c->bs);
+    if (!m)
+        return 0;
+    if (i % fmt2_run_group(c->bs) + m > fmt2_run_group(c->bs) || i + m >= r->ft.n_blocks)
+        chk2_bad(c, CHK_P_BLOCK, i, "a hole run that crosses its group or holds the last block");
+    else if (!fmt2_run_tail_ok(c->fd, c->bs, i, m, 1))
+        chk2_bad(c, CHK_P_BLOCK, i, "hole run: checksums, end or padding wrong");
+    else if (!fmt2_run_data_zero(c->fd, c->bs, i, m))
+        chk2_bad(c, CHK_P_BLOCK, i, "hole run: its data do not read as zeros");
+    return m;
+}
+
 static void chk2_report(chk2_ctx *c, int write)
 {
     const fmt2_recovery *r = c->rec;
@@ -180,28 +204,17 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_f
     chk2_report(&c, write);
     out->size = rec.ft.size, out->n_blocks = rec.ft.n_blocks, out->cut_bytes = rec.cut;
     uint32_t k = 0;
-    for (uint64_t i = 0; rc == 0 && i < rec.ft.n_blocks; i++)
-        chk2_block(&c, i, &k);
+    for (uint64_t i = 0; rc == 0 && i < rec.ft.n_blocks; i++) {
+        uint32_t m = chk2_run(&c, i, k);
+        if (m)
+            i += m - 1;
+        else
+            chk2_block(&c, i, &k);
+    }
     free(c.buf);
     free(c.dec);
     fmt2_recovery_free(&rec);
     return rc;
-}
-
-/* Whether len bytes at off read as zeros (a short range: at most two pages). */
-static int chk2_reads_zero(int fd, uint64_t off, uint64_t len)
-{
-    uint8_t buf[8192];
-    while (len > 0) {
-        size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
-        if (fmt_pread_all(fd, buf, n, off) < 0)
-            return 0;
-        for (size_t i = 0; i < n; i++)
-            if (buf[i])
-                return 0;
-        off += n, len -= n;
-    }
-    return 1;
 }
 
 /* A hole is a raw block whose data read as zeros. Its data were never written, so whole
@@ -212,11 +225,11 @@ static int chk2_is_hole(int fd, uint64_t at, uint32_t len, uint64_t page)
     uint64_t lo = at + FMT2_HOLE_HEAD, hi = lo + len;
     uint64_t a = (lo + page - 1) / page * page, b = hi / page * page;
     if (a >= b)
-        return chk2_reads_zero(fd, lo, len);
+        return fmt2_reads_zero(fd, lo, hi);
     off_t d = lseek(fd, (off_t)a, SEEK_DATA);
     if (!(d < 0 && errno == ENXIO) && !(d >= 0 && (uint64_t)d >= b))
         return 0;
-    return chk2_reads_zero(fd, lo, a - lo) && chk2_reads_zero(fd, b, hi - b);
+    return fmt2_reads_zero(fd, lo, a) && fmt2_reads_zero(fd, b, hi);
 }
 
 int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
@@ -239,7 +252,12 @@ int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
         uint64_t at = fmt2_slot_off(bs, i);
         if (fmt_pread_all(fd, h, sizeof(h), at) < 0)
             return -EIO;
-        uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN);
+        uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN), m;
+        if ((m = fmt2_run_head_parse(h, sizeof(h), bs)) != 0) {
+            out->zero_blocks += m;
+            i += m - 1;
+            continue;
+        }
         if (!(word & FMT_RAW_BIT))
             continue;
         if (chk2_is_hole(fd, at, fmt_word_size(word), page))

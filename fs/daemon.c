@@ -23,6 +23,7 @@
 #include "cred.h"
 #include "eng.h"
 #include "ffile.h"
+#include "fmt.h"
 #include "inode.h"
 #include "log.h"
 #include "ops.h"
@@ -198,8 +199,8 @@ static void dm_usage(FILE *out)
             "  emu_corrupt_rate=F     emulated card: fraction of runs with a wrong byte, 0..1 (0)\n"
             "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
             "  mem_mb=N               decoded-block cache and bricks in flight, >= 16 (256)\n"
-            "  file_version=1|2       on-disk format of new files; 1 for stores shared with\n"
-            "                         builds that read only version 1 (2)\n"
+            "  file_version=1|2|3     on-disk format of new files; 1 or 2 for stores shared\n"
+            "                         with builds that read only up to that version (3)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
             "  acl, noacl             POSIX ACLs stored and enforced, or refused (acl)\n"
             "\n"
@@ -342,7 +343,7 @@ static int dm_check(struct fs_daemon *dm)
     c->emu_card_mbps = 200;
     c->emu_pcie_mbps = 10000;
     c->mem_mb = 256;
-    c->file_version = 2;
+    c->file_version = FMT_VERSION;
     if (dm_engine(c, o->engine) || dm_uint("sw_threads", o->sw_threads, 1, 1024, &c->sw_threads) ||
         dm_uint("cus", o->cus, 1, 64, &c->cus) ||
         dm_uint("bufsets", o->bufsets, 1, 64, &c->bufsets) ||
@@ -356,7 +357,7 @@ static int dm_check(struct fs_daemon *dm)
         dm_rate("emu_corrupt_rate", o->emu_corrupt_rate, &c->emu_corrupt_rate) ||
         dm_uint("emu_vanish_after", o->emu_vanish_after, 0, 1ull << 62, &c->emu_vanish_after) ||
         dm_uint("mem_mb", o->mem_mb, 16, 1u << 20, &c->mem_mb) ||
-        dm_uint("file_version", o->file_version, 1, 2, &c->file_version))
+        dm_uint("file_version", o->file_version, 1, FMT_VERSION, &c->file_version))
         return -1;
     if (o->xclbin && !(c->xclbin = dm_absolute(o->xclbin)))
         return dm_bad("xclbin=%s: %s", o->xclbin, strerror(errno));

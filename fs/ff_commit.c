@@ -122,7 +122,7 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
             p->jobs[j] = (eng_job){
                 .src = f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
                 .len = (uint32_t)ff_blen(f, i), .dst = p->comp + (size_t)j * p->comp_stride,
-                .dst_cap = p->comp_stride, .want_sums = f->version == 2};
+                .dst_cap = p->comp_stride, .want_sums = f->version >= FMT_VERSION_2};
     }
     eng_submit(f->env->eng, p->jobs, p->n_jobs, &p->ticket);
     return 0;
@@ -271,7 +271,7 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     p->stage_cap = 8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
                    (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
                        (p->comp_stride + FMT_BLOCK_OVERHEAD);
-    if (f->version == 2) {             /* slots: nothing to retire, no frames to group */
+    if (f->version >= FMT_VERSION_2) {             /* slots: nothing to retire, no frames to group */
         p->planned = 1;
         return 0;
     }
@@ -391,7 +391,7 @@ static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable)
 static void ff_commit_failed(ff_file *f, int rc)
 {
     struct stat st;
-    if (f->version == 2) {             /* slots: what was written stays; the blocks stay dirty
+    if (f->version >= FMT_VERSION_2) {             /* slots: what was written stays; the blocks stay dirty
                                           and the next commit writes them again, zeroing
                                           whatever this one left past the old end */
         lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", ff_name(f), strerror(-rc));
@@ -440,7 +440,7 @@ static int ff_batch_finish_one(ff_file *f)
     eng_wait(f->env->eng, &p->ticket);
     p->pos = f->phys_end;
     int rc;
-    if (f->version == 2) {
+    if (f->version >= FMT_VERSION_2) {
         if ((rc = ff2_stream_write(f, p)) == 0)
             ff_adopt_range(f, p);
     } else {
@@ -520,14 +520,16 @@ int ff_commit(ff_file *f, int durable, int pressure)
     if (rc < 0)
         return rc;
     if (f->rewrite_min == UINT64_MAX && f->n_pending == 0 && f->n_batches == 0 &&
-        !(f->version == 2 && f->v2.footerless)) {
+        !(f->version >= FMT_VERSION_2 && f->v2.footerless)) {
         /* the footer that promises every block comes after the sync that makes it true */
         rc = durable ? ff_sync_for(f, durable) : 0;
-        return rc == 0 && durable && f->version == 2 && !f->env->opt.read_only ? ff2_promise(f)
+        return rc == 0 && durable && f->version >= FMT_VERSION_2 && !f->env->opt.read_only ? ff2_promise(f)
                                                                                : rc;
     }
     if (f->env->opt.read_only)
         return -EROFS;
+    if (full && (rc = ff2_split_runs(f)) < 0)
+        return rc;
     ff_commit_plan p = {0};
     rc = ff_plan(f, &p, pressure);
     int stream = !full && p.t.n_retire == 0;
@@ -542,9 +544,9 @@ int ff_commit(ff_file *f, int durable, int pressure)
     p.full = 1;
     if (rc == 0 && (rc = ff_submit(f, &p)) == 0) {
         eng_wait(f->env->eng, &p.ticket);
-        rc = f->version == 2 ? ff2_commit_write(f, &p, durable) : ff_commit_write(f, &p, durable);
+        rc = f->version >= FMT_VERSION_2 ? ff2_commit_write(f, &p, durable) : ff_commit_write(f, &p, durable);
     }
-    if (rc == 0 && f->version == 2) {
+    if (rc == 0 && f->version >= FMT_VERSION_2) {
         ff_adopt_range(f, &p);
         f->env->n.commits++;
     } else if (rc == 0) {

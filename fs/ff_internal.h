@@ -144,7 +144,7 @@ struct ff_file_s {
     uint64_t id;                       /* cache key, unique per open state */
     int foreign;                       /* no marker: bytes pass through */
     uint32_t bs;                       /* block size from the file's own marker */
-    uint32_t version;                  /* the file's format version: 1 or 2 */
+    uint32_t version;                  /* the file's format version: 1, 2 or 3 */
     ff2_state v2;                      /* version 2 only */
     uint64_t size;                     /* logical size */
     uint64_t n_blocks;                 /* ceil(size / bs) */
@@ -177,6 +177,8 @@ struct ff_file_s {
     uint64_t ra_next;                  /* the block after the last read: a read starting
                                           there is sequential (ff_ahead.c) */
     uint64_t ra_upto;                  /* blocks below it were queued for read-ahead */
+    _Atomic uint64_t run_hint;         /* the hole run a read found last: first block << 8 |
+                                          length; 0: none. Cleared by ff_io_exclusive */
 };
 
 /* What one commit writes and retires. */
@@ -202,6 +204,12 @@ struct ff_plan_s {
                                           its file's last block may go to the tail
                                           compressor */
 };
+
+/* The format version of a new file: the mount's file_version, else the newest. */
+static inline uint32_t ff_new_version(const ff_env *env)
+{
+    return env->opt.file_version ? env->opt.file_version : FMT_VERSION;
+}
 
 /* Decoded length of block i: bs, or less for the last block. */
 static inline uint64_t ff_blen(const ff_file *f, uint64_t i)
@@ -234,6 +242,7 @@ int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t 
 
 /* ff_write.c */
 int ff_reserve(ff_file *f, uint64_t n);
+void ff_changed(ff_file *f, uint64_t i);
 void ff_drop_buf(ff_file *f, ff_blk *b);
 void ff_set_empty(ff_file *f);
 
@@ -261,6 +270,9 @@ int ff_sync_for(ff_file *f, int durable);
 int ff_batch_finish(ff_file *f);
 void ff_batch_abandon(ff_file *f);
 int ff_batch_holds(const ff_file *f, uint64_t i);
+/* Version 3: a block to be rewritten in place, or left last by a shrink, that lies in a hole
+ * run takes the run's other blocks with it as single holes (ff_slots.c). */
+int ff2_split_runs(ff_file *f);
 uint64_t ff_unbricked(const ff_file *f);
 
 /* ff_repair.c */

@@ -104,7 +104,7 @@ int ff2_load(ff_file *f, uint64_t file_len)
 /* A new file: the marker and a footer of nothing, in one write. */
 size_t ff2_new_file(const ff_env *env, uint8_t *out)
 {
-    fmt2_marker_encode(env->sb.block_size, env->sb.uuid, out);
+    fmt2_marker_encode(ff_new_version(env), env->sb.block_size, env->sb.uuid, out);
     fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
     fmt2_footer_encode(&ft, out + FMT_MARKER_LEN);
     return FMT_MARKER_LEN + FMT2_FOOTER_LEN;

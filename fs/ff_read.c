@@ -10,10 +10,29 @@
 
 #include "bcache.h"
 #include "fmt.h"
+#include "fmt2.h"
+
+/* Whether the slot whose size word lies at off is inside a hole run (version 3, FORMAT.md
+ * 9.5.1), whose blocks read as zeros. The run found is kept for the reads that follow. */
+static int ff_in_run(ff_file *f, uint64_t off)
+{
+    uint64_t slot = fmt2_slot_len(f->bs), base = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN;
+    uint64_t i = off >= base ? (off - base) / slot : 0, a;
+    uint32_t m;
+    if (f->version < FMT_VERSION_2 || fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN != off)
+        return 0;                      /* not a slot: a journal's copy (read-only mounts) */
+    uint64_t hint = atomic_load(&f->run_hint);
+    if (hint && i >= hint >> 8 && i < (hint >> 8) + (hint & 0xFF))
+        return 1;
+    if (fmt2_run_find(f->fd, f->bs, i, &a, &m) != FMT_OK)
+        return 0;
+    atomic_store(&f->run_hint, a << 8 | m);
+    return 1;
+}
 
 /* Decodes the stored block i, entry {off, word}, of len bytes into dst; *at, *rc and the
- * frame's error say what failed. Touches nothing of f that changes, so a read may call it
- * without f->lock (holding f->io). */
+ * frame's error say what failed. Touches nothing of f that changes but the run hint, so a
+ * read may call it without f->lock (holding f->io). */
 static fmt_error ff_decode_raw(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst,
                                uint64_t len, uint64_t *at_out, int *rc_out)
 {
@@ -23,6 +42,12 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t off, uint32_t word, uint8_t 
     int rc = word == 0 ? fmt_pread_all(f->fd, w, sizeof(w), at) : 0;
     if (word == 0 && rc == 0)
         word = fmt_get32(w);
+    if (rc == 0 && (fmt_word_size(word) == 0 || fmt_word_size(word) > f->bs) &&
+        ff_in_run(f, at)) {
+        memset(dst, 0, len);
+        *rc_out = 0;
+        return FMT_OK;
+    }
     if (rc == 0 && (fmt_word_size(word) == 0 || fmt_word_size(word) > f->bs))
         rc = -EIO;
     uint8_t *raw = rc == 0 ? malloc(fmt_block_len(word)) : NULL;
@@ -157,6 +182,7 @@ void ff_io_exclusive(ff_file *f)
 {
     pthread_rwlock_wrlock(&f->io);
     ff_ahead_cancel(f);
+    atomic_store(&f->run_hint, 0);
 }
 
 /* Copies [boff, boff+n) of block i into dst, decoding through the cache when needed. */

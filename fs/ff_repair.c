@@ -77,7 +77,7 @@ static int ff_repair(ff_file *f, uint64_t file_len)
 
 int ff_load_own(ff_file *f, uint64_t file_len)
 {
-    if (f->version == 2)
+    if (f->version >= FMT_VERSION_2)
         return ff2_load(f, file_len);
     fmt_trailer t;
     fmt_error err = fmt_trailer_read(f->fd, file_len, f->bs, &t);

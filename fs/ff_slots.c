@@ -58,7 +58,7 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
         if (k->state == FF_CLEAN)
             continue;
         ff2_frame *e = &fr->v[fr->n++];
-        *e = (ff2_frame){i, (uint32_t)ff_blen(f, i), 0, NULL, 0};
+        *e = (ff2_frame){i, (uint32_t)ff_blen(f, i), 0, NULL, 0, 0};
         uint32_t j = p->job_at[i - p->s];
         if (k->state == FF_ZERO || j == UINT32_MAX)
             continue;
@@ -127,7 +127,7 @@ static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t 
     uint8_t marker[FMT_MARKER_LEN];
     int first = e->block == 0 && f->n_stored == 0;
     if (first)
-        fmt2_marker_encode(f->bs, f->env->sb.uuid, marker);
+        fmt2_marker_encode(f->version, f->bs, f->env->sb.uuid, marker);
     return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
                            ff2_slot_end(f, e->block, n, tail), first ? marker : NULL);
@@ -185,16 +185,33 @@ static int ff2_new_tail(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t *
     return rc;
 }
 
+/* Marks the holes of fr->v[k, k + run) that fmt2_write_hole_run puts into hole runs: those
+ * of a group that holds at least two of them. */
+static void ff2_mark_runs(const ff_file *f, ff2_frames *fr, uint64_t k, uint64_t run)
+{
+    uint64_t g = fmt2_run_group(f->bs);
+    for (uint64_t j = k; f->version >= FMT_VERSION_3 && g > 1 && j < k + run;) {
+        uint64_t b = fr->v[j].block, end = (b / g + 1) * g - b;
+        uint64_t m = end < k + run - j ? end : k + run - j;
+        for (uint64_t x = j; m >= 2 && x < j + m; x++)
+            fr->v[x].in_run = 1;
+        j += m;
+    }
+}
+
 /* Blocks at or past the stored ones: nothing lives in their slots but, at the start, the
- * old journal and footer. A run of holes costs one small write per block. */
-static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
+ * old journal and footer. Holes in a row cost one small write per block (version 2) or per
+ * group of blocks (version 3: hole runs). */
+static int ff2_write_appends(ff_file *f, ff2_frames *fr, uint64_t n, uint64_t tail)
 {
     int rc = ff2_pad_old_last(f, n);
     for (uint64_t k = 0; rc == 0 && k < fr->n;) {
         uint64_t run = fr->v[k].block >= f->n_stored ? ff2_hole_run(f, fr, k, n) : 0;
         if (run) {
             rc = fmt2_write_hole_run(f->fd, f->bs, fr->v[k].block, fr->v[k].block + run,
-                                     ff2_zsum(f, f->bs), f->v2.eof);
+                                     ff2_zsum(f, f->bs), f->v2.eof,
+                                     f->version >= FMT_VERSION_3);
+            ff2_mark_runs(f, fr, k, run);
             k += run;
             continue;
         }
@@ -202,6 +219,51 @@ static int ff2_write_appends(ff_file *f, const ff2_frames *fr, uint64_t n, uint6
             rc = ff2_write_frame(f, &fr->v[k], n, tail);
         k++;
     }
+    return rc;
+}
+
+/* Whether block i, whose size word memory does not know or says it is a hole, lies in a
+ * hole run on the disk; 1 with the run in *a, *m. */
+static int ff2_run_of(ff_file *f, uint64_t i, uint64_t *a, uint32_t *m)
+{
+    const ff_blk *b = &f->blk[i];
+    uint32_t size = fmt_word_size(b->word);
+    if (b->word && size > 0 && size <= f->bs)
+        return 0;                      /* a frame of its own */
+    fmt_error err = fmt2_run_find(f->fd, f->bs, i, a, m);
+    return err == FMT_OK ? 1 : err == FMT_ERR_IO ? -EIO : 0;
+}
+
+/* The run of block i, if it has one, becomes single holes in this commit: its clean blocks
+ * are rewritten as holes (memory: FF_ZERO), so that none of its slots stays inside another
+ * block's frame. */
+static int ff2_split_run_at(ff_file *f, uint64_t i)
+{
+    uint64_t a;
+    uint32_t m;
+    int rc = ff2_run_of(f, i, &a, &m);
+    for (uint64_t j = a; rc == 1 && j < a + m && j < f->n_blocks; j++) {
+        ff_blk *b = &f->blk[j];
+        b->off = ff2_word_off(f, j) | FMT_ENTRY_ZERO, b->word = FMT2_RUN_WORD;
+        if (b->state == FF_CLEAN)
+            b->state = FF_ZERO, ff_changed(f, j);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+int ff2_split_runs(ff_file *f)
+{
+    uint64_t end = f->n_stored < f->n_blocks ? f->n_stored : f->n_blocks;
+    if (f->version < FMT_VERSION_3 || fmt2_run_group(f->bs) < 2 || f->rewrite_min >= f->n_stored)
+        return 0;
+    int rc = 0;
+    for (uint64_t i = f->rewrite_min; rc == 0 && i < end; i++)
+        if (f->blk[i].state != FF_CLEAN)
+            rc = ff2_split_run_at(f, i);
+    /* a shrink's new last block: a run never holds the last block */
+    if (rc == 0 && f->n_blocks && f->n_blocks <= f->n_stored &&
+        f->blk[f->n_blocks - 1].state == FF_CLEAN)
+        rc = ff2_split_run_at(f, f->n_blocks - 1);
     return rc;
 }
 
@@ -407,6 +469,7 @@ static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
         b->state = FF_CLEAN;
         b->off = ff2_word_off(f, fr->v[k].block) | (fr->v[k].frame_len ? 0 : FMT_ENTRY_ZERO);
         b->word = fr->v[k].frame_len ? fmt_get32(fr->v[k].frame + FMT_FRAME_HEADER_LEN)
+                  : fr->v[k].in_run  ? FMT2_RUN_WORD
                                      : (fr->v[k].len | FMT_RAW_BIT);
     }
     f->n_stored = t->n;

@@ -14,6 +14,7 @@ typedef struct {
     uint32_t frame_len;                /* 0 for a hole */
     uint8_t *frame;                    /* into ff2_frames.buf */
     int from_tail;                     /* made by the file's tail compressor (ff_tail.c) */
+    int in_run;                        /* a hole written as part of a hole run */
 } ff2_frame;
 
 typedef struct {

@@ -22,7 +22,7 @@ static uint64_t ff_tail_budget(const ff_env *env)
 
 int ff_tail_wanted(ff_file *f, uint64_t i)
 {
-    if (f->version != 2 || i + 1 != f->n_blocks || f->blk[i].state != FF_DIRTY)
+    if (f->version < FMT_VERSION_2 || i + 1 != f->n_blocks || f->blk[i].state != FF_DIRTY)
         return 0;
     if (f->tail)
         return 1;

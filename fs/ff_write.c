@@ -33,7 +33,7 @@ int ff_reserve(ff_file *f, uint64_t n)
     return 0;
 }
 
-static void ff_changed(ff_file *f, uint64_t i)
+void ff_changed(ff_file *f, uint64_t i)
 {
     if (i < f->rewrite_min)
         f->rewrite_min = i;
@@ -137,7 +137,7 @@ void ff_set_empty(ff_file *f)
     f->n_pending = 0;
     f->table_start = FMT_MARKER_LEN;
     f->table_end = f->phys_end = FMT_MARKER_LEN + 8 + FMT_FOOTER_LEN;
-    if (f->version == 2)
+    if (f->version >= FMT_VERSION_2)
         ff2_set_new(f);
 }
 
@@ -146,7 +146,7 @@ void ff_set_empty(ff_file *f)
  * between leaves the marker alone, which opens as an empty file: no old frame comes back. */
 static int ff_empty_locked(ff_file *f)
 {
-    int rc = f->version == 2 ? ff2_empty(f) : 0;
+    int rc = f->version >= FMT_VERSION_2 ? ff2_empty(f) : 0;
     if (f->version == 1 && ftruncate(f->fd, FMT_MARKER_LEN) < 0)
         return -errno;
     if (f->version == 1)
@@ -360,5 +360,5 @@ int ff_fallocate(ff_file *f, int mode, off_t off, off_t len)
  * 2^32 - 1 entries. */
 uint64_t ff_max_size(const ff_file *f)
 {
-    return f->version == 2 ? FMT2_MAX_SIZE : (uint64_t)f->bs * UINT32_MAX;
+    return f->version >= FMT_VERSION_2 ? FMT2_MAX_SIZE : (uint64_t)f->bs * UINT32_MAX;
 }

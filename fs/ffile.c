@@ -124,6 +124,7 @@ static int ff_restore_marker(ff_file *f)
 {
     if (!f->env->opt.read_only) {
         int rc = fmt2_restore_marker(f->fd, f->bs, f->env->sb.uuid);
+        f->version = FMT_VERSION;
         if (rc < 0)
             return rc;
         ff_restore_mtime(f);
@@ -169,7 +170,7 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
 /* The first bytes of a new file: its marker and an empty seek table or footer. */
 static size_t ff_new_file(const ff_env *env, uint8_t *out)
 {
-    if (env->opt.file_version != 1)
+    if (ff_new_version(env) != FMT_VERSION_1)
         return ff2_new_file(env, out);
     fmt_marker m = {FMT_VERSION_1, env->sb.block_size, {0}};
     memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
@@ -199,7 +200,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     f->mtime = st.st_mtim;
     f->owner = st.st_uid;
     f->bs = env->sb.block_size;
-    f->version = env->opt.file_version == 1 ? 1 : 2;
+    f->version = ff_new_version(env);
     ff_set_empty(f);
     *out = f;
     return 0;
@@ -221,7 +222,7 @@ int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
     int rc = ff_lock_charged(f);
     if (rc == 0) {
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
-        if (rc == 0 && !f->foreign && f->version == 2 && !f->env->opt.read_only)
+        if (rc == 0 && !f->foreign && f->version >= FMT_VERSION_2 && !f->env->opt.read_only)
             rc = ff2_release(f);
         if (f->mtime_stale)
             ff_restore_mtime(f);
@@ -303,7 +304,7 @@ int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
     *size = (uint64_t)st.st_size;
     if (rc <= 0)
         return rc;
-    if (version == 2)
+    if (version >= FMT_VERSION_2)
         return ff2_stat_size(fd, (uint64_t)st.st_size, bs,
                              ff2_may_have_lost_power(env, sb_ns(st.st_ctim)), size);
     fmt_trailer t;

@@ -29,8 +29,9 @@ typedef struct ff_file_s ff_file;
 typedef struct {
     int read_only;                     /* -o ro: never write to the backing file, repairs too */
     uint64_t mem_bytes;                /* mem_mb: decoded-block cache plus dirty blocks */
-    uint32_t file_version;             /* format of new files: 0 for the newest (2); 1 keeps
-                                          the version 1 writer testable on its own */
+    uint32_t file_version;             /* format of new files: 0 for the newest (3); 1 keeps
+                                          the version 1 writer testable on its own, 2 makes
+                                          files that version 2 builds read (no hole runs) */
     uint64_t fd_max;                   /* backing descriptors open files may hold before
                                           idle ones are closed (ff_set_reopen_arg); 0: no
                                           bound */

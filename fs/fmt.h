@@ -19,9 +19,10 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define FMT_VERSION 2u                      /* newest file format this build reads and writes */
+#define FMT_VERSION 3u                      /* newest file format this build reads and writes */
 #define FMT_VERSION_1 1u                    /* the seek-table layout of this file (fmt.c) */
 #define FMT_VERSION_2 2u                    /* slots, journal and footer (fmt2.c) */
+#define FMT_VERSION_3 3u                    /* version 2 with hole runs (fmt2_run.c) */
 #define FMT_LZ4_MAGIC 0x184D2204u
 #define FMT_SKIP_MARKER 0x184D2A5Au         /* skippable magics (0x184D2A50..5F) used here */
 #define FMT_SKIP_TRAILER 0x184D2A5Bu

@@ -169,17 +169,16 @@ int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uin
     return fmt2_put_slot(fd, bs, i, frame, frame_len, len, 0, end, NULL, holes_from);
 }
 
-int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
-                        uint64_t zero_end)
+/* Whole-block holes [a, b), each followed by a slot: between block i's data and block
+ * i+1's lie i's tail, its padding and i+1's head (64 bytes), written at once. */
+static int fmt2_write_holes(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum)
 {
-    uint64_t start = fmt2_slot_off(bs, a);
-    int rc = zero_end > start ? fmt2_zero(fd, start, zero_end - start) : 0;
     uint8_t gap[FMT2_SLOT_EXTRA + FMT2_HOLE_HEAD], *g = gap + FMT2_HOLE_HEAD;
-    if (rc == 0 && a < b) {
+    int rc = 0;
+    if (a < b) {
         fmt2_hole_head(gap, bs, bs);
-        rc = fmt_pwrite_all(fd, gap, FMT2_HOLE_HEAD, start);
+        rc = fmt_pwrite_all(fd, gap, FMT2_HOLE_HEAD, fmt2_slot_off(bs, a));
     }
-    /* between block i's data and block i+1's: i's tail, padding, i+1's head (64 bytes) */
     memset(gap, 0, sizeof(gap));
     fmt2_hole_tail(g, zsum);
     fmt2_pad_header(g + FMT2_HOLE_TAIL, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD);
@@ -188,6 +187,22 @@ int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zs
         uint64_t data_end = fmt2_slot_off(bs, i) + FMT2_HOLE_HEAD + bs;
         size_t n = i + 1 < b ? FMT2_SLOT_EXTRA : FMT2_HOLE_TAIL + 8;
         rc = fmt_pwrite_all(fd, g, n, data_end);
+    }
+    return rc;
+}
+
+int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
+                        uint64_t zero_end, int runs)
+{
+    uint64_t start = fmt2_slot_off(bs, a), g = fmt2_run_group(bs);
+    int rc = zero_end > start ? fmt2_zero(fd, start, zero_end - start) : 0;
+    if (!runs || g < 2)
+        return rc < 0 ? rc : fmt2_write_holes(fd, bs, a, b, zsum);
+    for (uint64_t i = a; rc == 0 && i < b;) {
+        uint64_t end = (i / g + 1) * g < b ? (i / g + 1) * g : b;
+        rc = end - i >= 2 ? fmt2_write_run(fd, bs, i, (uint32_t)(end - i))
+                          : fmt2_write_holes(fd, bs, i, end, zsum);
+        i = end;
     }
     return rc;
 }
@@ -407,20 +422,46 @@ static fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t
     return err;
 }
 
+/* Whether slot i, whose bytes (want of them) are in buf, begins a hole run that is whole:
+ * its length, else 0. verify also checks its checksums and that its data read as zeros. */
+static uint32_t fmt2_scan_run(int fd, uint32_t bs, uint64_t i, int verify, const uint8_t *buf,
+                              uint64_t want)
+{
+    uint32_t m = fmt2_run_head_parse(buf, (size_t)want, bs);
+    uint64_t g = fmt2_run_group(bs);
+    if (!m || i % g + m > g || !fmt2_run_tail_ok(fd, bs, i, m, verify))
+        return 0;
+    return !verify || fmt2_run_data_zero(fd, bs, i, m) ? m : 0;
+}
+
+/* A run never holds the last block: a walk that ends right after runs ends before them. */
 fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out)
 {
     uint8_t *buf = malloc(fmt2_slot_len(bs));
     if (!buf)
         return FMT_ERR_NOMEM;
     *out = (fmt2_scan_result){0, 0, FMT_MARKER_LEN, 0};
+    fmt2_scan_result before_runs = *out;
+    int after_run = 0;
     uint64_t bad = 0;
     for (uint64_t i = 0;; i++) {
-        uint32_t len = 0, flen = 0;
+        uint32_t len = 0, flen = 0, m = 0;
         int padded = 0;
         fmt_error err = fmt2_scan_slot(fd, file_len, bs, i, verify, buf, &len, &flen, &padded);
         if (err == FMT_ERR_IO) {
             free(buf);
             return err;
+        }
+        if (err == FMT_ERR_CORRUPT && i * (uint64_t)bs < FMT2_MAX_SIZE)
+            m = fmt2_scan_run(fd, bs, i, verify, buf, fmt2_slot_len(bs));
+        if (m) {
+            if (!after_run)
+                before_runs = *out;
+            after_run = 1;
+            out->n_blocks = i + m, out->bad_blocks = bad, out->size = (i + m) * (uint64_t)bs;
+            out->valid_end = fmt2_slot_off(bs, i) + FMT2_FRAME_OVERHEAD + (uint64_t)bs * m;
+            i += m - 1;
+            continue;
         }
         if (err == FMT_ERR_CHECKSUM && padded && len == bs) {
             bad++;                         /* kept only if a good frame follows */
@@ -428,12 +469,15 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
         }
         if (err != FMT_OK || i * (uint64_t)bs + len > FMT2_MAX_SIZE)
             break;
+        after_run = 0;
         out->n_blocks = i + 1, out->bad_blocks = bad;
         out->size = i * (uint64_t)bs + len;
         out->valid_end = fmt2_slot_off(bs, i) + flen;
         if (len < bs || !padded)          /* a partial block, or no next slot, ends it */
             break;
     }
+    if (after_run)
+        *out = before_runs;
     free(buf);
     return FMT_OK;
 }
@@ -658,14 +702,19 @@ fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32
 }
 
 /* Whether slot i holds a whole block as the footer ft describes it (i < n - 1: a full
- * block padded to the next slot; the last: the footer's size, its extent ending at tail);
- * *flen: its frame's length. */
+ * block padded to the next slot; the last: the footer's size, its extent ending at tail),
+ * or a whole hole run followed by another block (*m: its length, else 0); *flen: the
+ * frame's length. */
 static int fmt2_slot_whole(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft,
-                           uint64_t i, uint8_t *buf, uint32_t *flen)
+                           uint64_t i, uint8_t *buf, uint32_t *flen, uint32_t *m)
 {
     uint32_t len = 0;
     int padded = 0;
-    if (fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, flen, &padded) != FMT_OK)
+    fmt_error err = fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, flen, &padded);
+    *m = err == FMT_ERR_CORRUPT ? fmt2_scan_run(fd, bs, i, 1, buf, fmt2_slot_len(bs)) : 0;
+    if (*m)
+        return i + *m < ft->n_blocks;
+    if (err != FMT_OK)
         return 0;
     if (i + 1 < ft->n_blocks)
         return len == bs && padded;
@@ -694,12 +743,21 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     uint8_t *buf = malloc(fmt2_slot_len(bs));
     if (!buf)
         return FMT_ERR_NOMEM;
-    uint64_t i = ft.fresh;
-    uint32_t flen = 0;
-    for (; i < ft.n_blocks; i++)
-        if (!fmt2_in_journal(r, i) && !fmt2_slot_whole(fd, r->file_len, bs, &ft, i, buf, &flen))
+    uint64_t i = ft.fresh, runs_from = UINT64_MAX;
+    uint32_t flen = 0, m = 0;
+    for (; i < ft.n_blocks; i += m ? m : 1) {
+        m = 0;
+        if (fmt2_in_journal(r, i)) {
+            runs_from = UINT64_MAX;
+            continue;
+        }
+        if (!fmt2_slot_whole(fd, r->file_len, bs, &ft, i, buf, &flen, &m))
             break;
+        runs_from = m ? (runs_from == UINT64_MAX ? i : runs_from) : UINT64_MAX;
+    }
     r->unsynced = ft.n_blocks - ft.fresh;
+    if (i < ft.n_blocks && runs_from != UINT64_MAX)
+        i = runs_from;                 /* a run never holds the last block */
     if (i < ft.n_blocks) {             /* cut before the first block that is not whole */
         uint32_t len = 0, prev = 0;
         int padded;
@@ -755,9 +813,10 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
     return found;
 }
 
-void fmt2_marker_encode(uint32_t bs, const uint8_t uuid[16], uint8_t out[FMT_MARKER_LEN])
+void fmt2_marker_encode(uint32_t version, uint32_t bs, const uint8_t uuid[16],
+                        uint8_t out[FMT_MARKER_LEN])
 {
-    fmt_marker m = {FMT_VERSION_2, bs, {0}};
+    fmt_marker m = {version, bs, {0}};
     memcpy(m.uuid, uuid, sizeof(m.uuid));
     fmt_marker_encode(&m, out);
 }
@@ -765,7 +824,7 @@ void fmt2_marker_encode(uint32_t bs, const uint8_t uuid[16], uint8_t out[FMT_MAR
 int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
 {
     uint8_t head[FMT_MARKER_LEN];
-    fmt2_marker_encode(bs, uuid, head);
+    fmt2_marker_encode(FMT_VERSION, bs, uuid, head);
     return fmt_pwrite_all(fd, head, sizeof(head), 0);
 }
 

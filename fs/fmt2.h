@@ -110,11 +110,44 @@ int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint3
  * next fdatasync a journal commit of the backing filesystem. */
 int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                       uint32_t len, uint64_t end, uint64_t holes_from);
-/* Writes whole-block holes in slots [a, b), each followed by another slot: one write of
- * the bytes between two blocks' data per block. [a's slot, zero_end) is zeroed first (old
- * bytes there); past it the file must read as zeros already. */
+/* Writes whole-block holes in slots [a, b), each followed by another slot. [a's slot,
+ * zero_end) is zeroed first (old bytes there); past it the file must read as zeros already.
+ * runs 0 (version 2): one write of the bytes between two blocks' data per block. runs 1
+ * (version 3): the holes of each group form one hole run (fmt2_write_run) where there are
+ * at least two of them. */
 int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
-                        uint64_t zero_end);
+                        uint64_t zero_end, int runs);
+
+/* ---- hole runs, format version 3 (FORMAT.md 9.5.1; fmt2_run.c) ----
+ * A run of m >= 2 whole-block holes a..a+m-1, all in one group of fmt2_run_group(bs) blocks
+ * and never holding the file's last block, is one raw frame in slot a: its header says a
+ * 4 MiB block size and m * bs bytes of content, its data are zeros that were never written,
+ * and its padding reaches slot a + m. The slots inside it lie in its data. */
+#define FMT2_RUN_SPAN (4u << 20)             /* the bytes of a group of blocks */
+/* Blocks per group; 1 (4 MiB blocks): no runs. */
+static inline uint64_t fmt2_run_group(uint32_t bs) { return FMT2_RUN_SPAN / bs; }
+/* The size word memory keeps for a block inside a run (size 0: no frame of its own). */
+#define FMT2_RUN_WORD FMT_RAW_BIT
+/* XXH32 of m * bs zero bytes: the run's block and content checksum. */
+uint32_t fmt2_run_zero_sum(uint32_t bs, uint32_t m);
+/* The first FMT2_HOLE_HEAD bytes of a run of m blocks. */
+void fmt2_run_head(uint8_t out[FMT2_HOLE_HEAD], uint32_t bs, uint32_t m);
+/* The m (2..group) of the run whose first FMT2_HOLE_HEAD bytes h holds, else 0. */
+uint32_t fmt2_run_head_parse(const uint8_t *h, size_t avail, uint32_t bs);
+/* Whether the run at block a of m blocks ends as it must: block checksum equal to the
+ * content checksum (verify: both the zero sum), EndMark, padding header reaching a + m. */
+int fmt2_run_tail_ok(int fd, uint32_t bs, uint64_t a, uint32_t m, int verify);
+/* Whether that run's data read as zeros (pages that are holes are not read). */
+int fmt2_run_data_zero(int fd, uint32_t bs, uint64_t a, uint32_t m);
+/* Whether [lo, hi) of the backing file reads as zeros; holes of the backing file (SEEK_DATA)
+ * are not read. */
+int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi);
+/* Writes the head, the tail and the padding header of that run; its data must read as
+ * zeros already. */
+int fmt2_write_run(int fd, uint32_t bs, uint64_t a, uint32_t m);
+/* The run that holds block i, whose slot does not begin with a frame of its own: *a, *m.
+ * FMT_ERR_CORRUPT when there is none (a damaged slot), FMT_ERR_IO. */
+fmt_error fmt2_run_find(int fd, uint32_t bs, uint64_t i, uint64_t *a, uint32_t *m);
 
 void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN]);
 /* Reads and validates the footer ending at file_len; FMT_ERR_NO_TRAILER when absent or
@@ -196,10 +229,12 @@ void fmt2_recovery_free(fmt2_recovery *r);
  * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
 #define FMT2_LOST_MARKER_SLOTS 16u            /* slots looked at for a frame header */
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
-/* The marker of a version 2 file of block size bs in the store whose uuid is given. */
-void fmt2_marker_encode(uint32_t bs, const uint8_t uuid[16], uint8_t out[FMT_MARKER_LEN]);
-/* Writes the marker of such a file back. The daemon's open and fsck both put it back this
- * way. 0 or -errno. */
+/* The marker of a file of this version (2 or 3) and block size bs in the store whose uuid
+ * is given. */
+void fmt2_marker_encode(uint32_t version, uint32_t bs, const uint8_t uuid[16],
+                        uint8_t out[FMT_MARKER_LEN]);
+/* Writes the marker of such a file back, of the newest version (3 reads every version 2
+ * file as it is). The daemon's open and fsck both put it back this way. 0 or -errno. */
 int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
 
 /* After fmt2_recover, for a file a power loss may have caught: the blocks at and after the

@@ -450,7 +450,7 @@ static void scase_new(scase *c)
         free(d);
     }
     assert_int_equal(fmt2_write_hole_run(c->fd, BS, SC_FULL, SC_FULL + SC_HOLES,
-                                         fmt2_zero_sum(BS), 0), 0);
+                                         fmt2_zero_sum(BS), 0, 0), 0);
     c->end = fmt2_slot_off(BS, SC_N - 1) + c->flen[SC_N - 1];
     assert_int_equal(file_len(c->fd), c->end);
     free(fr);
@@ -830,7 +830,7 @@ static void test_holes_sparse(void **state)
     for (uint64_t off = FMT_MARKER_LEN; off < fmt2_slot_off(BS, n); off += 1 << 20)
         assert_int_equal(fmt_pwrite_all(fd, junk, 1 << 20, off), 0);
     uint64_t zero_end = fmt2_slot_off(BS, n) + (1 << 20) - 1;
-    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), zero_end), 0);
+    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), zero_end, 0), 0);
     assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
                                      fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD, NULL), 0);
     uint64_t end = fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
@@ -850,6 +850,83 @@ static void test_holes_sparse(void **state)
     free(zeros);
     free(dec);
     free(junk);
+    close(fd);
+    unlink(path);
+}
+
+/* A file of n blocks, all holes, written with hole runs (version 3): runs of 64, 64 and
+ * n - 129 blocks, then the partial last block as a hole of its own. Returns its length. */
+static uint64_t runs_file(int fd, uint64_t n, uint32_t last)
+{
+    marker(fd);
+    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), 0, 1), 0);
+    uint64_t end = fmt2_slot_off(BS, n - 1) + last + FMT2_FRAME_OVERHEAD;
+    assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, last, fmt2_zero_sum(last), end,
+                                     NULL), 0);
+    assert_int_equal(ftruncate(fd, (off_t)end), 0);
+    return end;
+}
+
+/* Hole runs: a page or two per group of 64 blocks, not one per block; the stock decoder
+ * reads zeros; every block finds its run, and a block that has a frame of its own none. */
+static void test_hole_runs(void **state)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    const uint64_t n = 150, g = fmt2_run_group(BS);
+    uint64_t end = runs_file(fd, n, 777);
+    fsync(fd);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_true((uint64_t)st.st_blocks * 512 <= 12 * 4096);  /* 3 runs, the last hole */
+    scan_expect(fd, 1, n, (n - 1) * BS + 777, end, 0);
+    assert_int_equal(fmt2_run_zero_sum(BS, (uint32_t)g), fmt2_zero_sum(FMT2_RUN_SPAN));
+    assert_int_equal(fmt2_run_zero_sum(BS, 5), fmt2_zero_sum(5 * BS));
+    const uint64_t at[] = {0, 1, 63, 64, 100, 127, 128, 148};
+    const uint64_t head[] = {0, 0, 0, 64, 64, 64, 128, 128};
+    for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+        uint64_t a = 99;
+        uint32_t m = 0;
+        assert_int_equal(fmt2_run_find(fd, BS, at[k], &a, &m), FMT_OK);
+        assert_int_equal(a, head[k]);
+        assert_int_equal(m, head[k] == 128 ? n - 1 - 128 : g);
+    }
+    uint64_t a;
+    uint32_t m;
+    assert_int_equal(fmt2_run_find(fd, BS, n - 1, &a, &m), FMT_ERR_CORRUPT);
+    fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n, 0};
+    assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
+    size_t len;
+    uint8_t *dec = fx_lz4f_decode(path, &len), *zeros = calloc(1, ft.size);
+    assert_int_equal(len, ft.size);
+    assert_memory_equal(dec, zeros, len);
+    free(zeros);
+    free(dec);
+    close(fd);
+    unlink(path);
+}
+
+/* A damaged run is no run: its blocks find none, and a walk keeps no run as its last
+ * blocks (a run never holds the last block), so it ends before the runs that precede. */
+static void test_hole_runs_damaged(void **state)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    const uint64_t n = 150;
+    uint64_t end = runs_file(fd, n, 777), a;
+    uint32_t m;
+    /* the second run's EndMark: its block checksum and content checksum stay */
+    uint64_t tail = fmt2_slot_off(BS, 64) + FMT2_FRAME_OVERHEAD + 64ull * BS - 8;
+    assert_int_equal(fmt_pwrite_all(fd, "\1", 1, tail), 0);
+    assert_int_equal(fmt2_run_find(fd, BS, 70, &a, &m), FMT_ERR_CORRUPT);
+    assert_int_equal(fmt2_run_find(fd, BS, 10, &a, &m), FMT_OK);
+    scan_expect(fd, 0, 0, 0, FMT_MARKER_LEN, 0);
+    /* a run's data that do not read as zeros fail the verifying walk only */
+    assert_int_equal(fmt_pwrite_all(fd, "\0", 1, tail), 0);
+    scan_expect(fd, 1, n, (n - 1) * BS + 777, end, 0);
+    assert_int_equal(fmt_pwrite_all(fd, "x", 1, fmt2_slot_off(BS, 70) + 1000), 0);
+    scan_expect(fd, 0, n, (n - 1) * BS + 777, end, 0);
+    scan_expect(fd, 1, 0, 0, FMT_MARKER_LEN, 0);
     close(fd);
     unlink(path);
 }
@@ -914,13 +991,14 @@ static void test_ff_roundtrip(void **state)
 {
     fixture *fx = fx_new(BS, TAG);
     uint8_t *d = e2e_write(fx);
-    /* a version 2 file with a valid footer right after the slots */
+    /* a version 3 file (version 2 with hole runs) with a valid footer right after the
+     * slots */
     int fd = open(fx->path, O_RDONLY);
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
     assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
     assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
-    assert_int_equal(m.version, 2);
+    assert_int_equal(m.version, FMT_VERSION_3);
     fmt2_footer ft;
     uint64_t alloc, len = path_len(fx->path, &alloc);
     assert_int_equal(fmt2_footer_read(fd, len, BS, &ft), FMT_OK);
@@ -1226,6 +1304,8 @@ int main(void)
         cmocka_unit_test(test_scan_missing_padding),
         cmocka_unit_test(test_scan_bad_blocks),
         cmocka_unit_test(test_holes_sparse),
+        cmocka_unit_test(test_hole_runs),
+        cmocka_unit_test(test_hole_runs_damaged),
         cmocka_unit_test(test_pair_both_journals),
         cmocka_unit_test(test_pair_newer_lost),
         cmocka_unit_test(test_pair_older_gone),

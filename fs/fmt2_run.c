@@ -1,0 +1,133 @@
+/* Hole runs of format version 3 (docs/FORMAT.md 9.5.1): whole-block holes that follow one
+ * another are stored as one raw frame of up to a group's worth of zeros, so that a sparse
+ * file costs about one page per group instead of one per block. */
+#include "fmt2.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FMT2_ZSUM_SPAN 0xA59010B8u          /* XXH32 of FMT2_RUN_SPAN zero bytes (9.5) */
+#define FMT2_RUN_TAIL (FMT2_HOLE_TAIL + 8u) /* checksums, EndMark and the padding header */
+
+uint32_t fmt2_run_zero_sum(uint32_t bs, uint32_t m)
+{
+    uint64_t len = (uint64_t)bs * m;
+    return len == FMT2_RUN_SPAN ? FMT2_ZSUM_SPAN : fmt2_zero_sum((uint32_t)len);
+}
+
+void fmt2_run_head(uint8_t out[FMT2_HOLE_HEAD], uint32_t bs, uint32_t m)
+{
+    uint32_t len = bs * m;
+    fmt_frame_header(out, FMT2_RUN_SPAN, len, 1);
+    fmt_put32(out + FMT_FRAME_HEADER_LEN, len | FMT_RAW_BIT);
+}
+
+uint32_t fmt2_run_head_parse(const uint8_t *h, size_t avail, uint32_t bs)
+{
+    uint32_t fbs;
+    int has_csize, bsum, csum;
+    uint64_t csize;
+    uint64_t g = fmt2_run_group(bs);
+    if (g < 2 || avail < FMT2_HOLE_HEAD ||
+        fmt_frame_header_parse(h, avail, &fbs, &has_csize, &csize, &bsum, &csum) !=
+            FMT_FRAME_HEADER_LEN ||
+        fbs != FMT2_RUN_SPAN || !has_csize || !bsum || !csum || csize % bs || csize / bs < 2 ||
+        csize / bs > g)
+        return 0;
+    uint32_t m = (uint32_t)(csize / bs);
+    return fmt_get32(h + FMT_FRAME_HEADER_LEN) == ((uint32_t)csize | FMT_RAW_BIT) ? m : 0;
+}
+
+/* Where the run at block a of m blocks ends its frame (its padding header follows). */
+static uint64_t fmt2_run_frame_end(uint32_t bs, uint64_t a, uint32_t m)
+{
+    return fmt2_slot_off(bs, a) + FMT2_FRAME_OVERHEAD + (uint64_t)bs * m;
+}
+
+int fmt2_run_tail_ok(int fd, uint32_t bs, uint64_t a, uint32_t m, int verify)
+{
+    uint8_t t[FMT2_RUN_TAIL];
+    uint64_t fend = fmt2_run_frame_end(bs, a, m), pad = fmt2_slot_off(bs, a + m) - fend;
+    if (fmt_pread_all(fd, t, sizeof(t), fend - FMT2_HOLE_TAIL) < 0)
+        return 0;
+    uint32_t sum = fmt_get32(t);
+    if (fmt_get32(t + 8) != sum || fmt_get32(t + 4) != 0 || fmt_get32(t + 12) != FMT_SKIP_PAD ||
+        fmt_get32(t + 16) != pad - 8)
+        return 0;
+    return !verify || sum == fmt2_run_zero_sum(bs, m);
+}
+
+int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi)
+{
+    static const uint8_t zeros[4096];
+    uint8_t buf[4096];
+    while (lo < hi) {
+        off_t d = lseek(fd, (off_t)lo, SEEK_DATA);
+        if ((d < 0 && errno == ENXIO) || (d >= 0 && (uint64_t)d >= hi))
+            return 1;                  /* a hole to the end, or beyond the range */
+        if (d < 0)                     /* SEEK_DATA unknown here: read everything */
+            d = (off_t)lo;
+        uint64_t at = (uint64_t)d, n = hi - at < sizeof(buf) ? hi - at : sizeof(buf);
+        if (fmt_pread_all(fd, buf, (size_t)n, at) < 0 || memcmp(buf, zeros, (size_t)n))
+            return 0;
+        lo = at + n;
+    }
+    return 1;
+}
+
+int fmt2_run_data_zero(int fd, uint32_t bs, uint64_t a, uint32_t m)
+{
+    uint64_t lo = fmt2_slot_off(bs, a) + FMT2_HOLE_HEAD;
+    return fmt2_reads_zero(fd, lo, lo + (uint64_t)bs * m);
+}
+
+int fmt2_write_run(int fd, uint32_t bs, uint64_t a, uint32_t m)
+{
+    uint8_t h[FMT2_HOLE_HEAD], t[FMT2_RUN_TAIL];
+    uint64_t fend = fmt2_run_frame_end(bs, a, m);
+    uint32_t sum = fmt2_run_zero_sum(bs, m);
+    fmt2_run_head(h, bs, m);
+    fmt_put32(t, sum);
+    fmt_put32(t + 4, 0);
+    fmt_put32(t + 8, sum);
+    fmt2_pad_header(t + FMT2_HOLE_TAIL, fmt2_slot_off(bs, a + m) - fend);
+    int rc = fmt_pwrite_all(fd, h, sizeof(h), fmt2_slot_off(bs, a));
+    return rc < 0 ? rc : fmt_pwrite_all(fd, t, sizeof(t), fend - FMT2_HOLE_TAIL);
+}
+
+/* Whether the head h, read from slot j, begins a run that holds block i: *m its length.
+ * -1: a read failed. */
+static int fmt2_run_holds(int fd, uint32_t bs, const uint8_t *h, uint64_t j, uint64_t i,
+                          uint32_t *m)
+{
+    *m = fmt_get32(h) == FMT_LZ4_MAGIC ? fmt2_run_head_parse(h, FMT2_HOLE_HEAD, bs) : 0;
+    if (!*m || j + *m <= i)
+        return 0;
+    return fmt2_run_tail_ok(fd, bs, j, *m, 0);
+}
+
+fmt_error fmt2_run_find(int fd, uint32_t bs, uint64_t i, uint64_t *a, uint32_t *m)
+{
+    uint64_t g = fmt2_run_group(bs);
+    if (g < 2)
+        return FMT_ERR_CORRUPT;
+    /* the group's first slot is the usual head; else look back from i, one slot at a time,
+     * to the first slot that begins with something: only that one can be the head (the
+     * slots inside a run lie in its data, which are zeros) */
+    uint64_t first = i / g * g;
+    uint8_t h[FMT2_HOLE_HEAD];
+    for (uint64_t k = 0, j = first; k == 0 || j > first; k++, j = i + 1 - k) {
+        if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(bs, j)) < 0)
+            return FMT_ERR_IO;
+        if (k > 0 && fmt_get32(h) == 0)
+            continue;
+        int r = fmt2_run_holds(fd, bs, h, j, i, m);
+        if (r != 0 || k > 0) {
+            *a = j;
+            return r > 0 ? FMT_OK : r < 0 ? FMT_ERR_IO : FMT_ERR_CORRUPT;
+        }
+    }
+    return FMT_ERR_CORRUPT;
+}
