@@ -45,7 +45,9 @@
                                           keep every buffer set busy and spill to software */
 #define FF_MAX_BLOCK (4u << 20)
 
-enum { FF_CLEAN = 0, FF_DIRTY, FF_ZERO };
+/* FF_ZERO is 0: an entry never used (all zero bytes, ff_reserve) is a block of zeros not yet
+ * stored, so that extending a file by a large hole touches no memory per block. */
+enum { FF_ZERO = 0, FF_CLEAN, FF_DIRTY };
 
 typedef struct ff_plan_s ff_commit_plan;
 
@@ -149,6 +151,8 @@ struct ff_file_s {
     uint64_t size;                     /* logical size */
     uint64_t n_blocks;                 /* ceil(size / bs) */
     uint64_t cap;                      /* allocated entries of blk */
+    uint64_t blk_hwm;                  /* entries at and past it were never used: zero
+                                          bytes (FF_ZERO, no frame) */
     ff_blk *blk;
     uint64_t n_stored;                 /* blocks covered by the committed frames */
     uint64_t rewrite_min;              /* lowest block that changed since the commit */
@@ -242,6 +246,8 @@ int ff_block_read(ff_file *f, uint64_t i, uint8_t *dst, uint64_t boff, uint64_t 
 
 /* ff_write.c */
 int ff_reserve(ff_file *f, uint64_t n);
+/* f->n_blocks becomes n: entries below the larger of the two count as used. */
+void ff_set_blocks(ff_file *f, uint64_t n);
 void ff_changed(ff_file *f, uint64_t i);
 void ff_drop_buf(ff_file *f, ff_blk *b);
 void ff_set_empty(ff_file *f);

@@ -18,7 +18,8 @@ static void ff2_set_state(ff_file *f, const fmt2_footer *ft, uint64_t eof)
 static void ff2_take(ff_file *f, uint64_t size, uint64_t n)
 {
     f->size = size;
-    f->n_blocks = f->n_stored = n;
+    ff_set_blocks(f, n);
+    f->n_stored = n;
     for (uint64_t i = 0; i < n; i++)   /* size words are read when a block is */
         f->blk[i] = (ff_blk){.off = ff2_word_off(f, i), .word = 0, .state = FF_CLEAN};
 }

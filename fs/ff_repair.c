@@ -13,7 +13,8 @@
 static void ff_take_table(ff_file *f, fmt_trailer *t)
 {
     f->size = t->size;
-    f->n_blocks = f->n_stored = t->n_entries;
+    ff_set_blocks(f, t->n_entries);
+    f->n_stored = t->n_entries;
     for (uint64_t i = 0; i < t->n_entries; i++)
         f->blk[i] = (ff_blk){.off = t->entries[i].off, .word = t->entries[i].word, .state = FF_CLEAN};
 }

@@ -25,12 +25,24 @@ int ff_reserve(ff_file *f, uint64_t n)
     uint64_t cap = f->cap ? f->cap : 16;
     while (cap < n)
         cap *= 2;
-    ff_blk *b = realloc(f->blk, cap * sizeof(*b));
+    /* calloc, not realloc and memset: a large table comes as fresh pages that stay
+     * untouched until used, so a truncate that adds a large hole costs no time per block */
+    ff_blk *b = calloc(cap, sizeof(*b));
     if (!b)
         return -ENOMEM;
-    memset(b + f->cap, 0, (cap - f->cap) * sizeof(*b));
+    if (f->cap)
+        memcpy(b, f->blk, f->cap * sizeof(*b));
+    free(f->blk);
     f->blk = b, f->cap = cap;
     return 0;
+}
+
+void ff_set_blocks(ff_file *f, uint64_t n)
+{
+    uint64_t used = n > f->n_blocks ? n : f->n_blocks;
+    if (used > f->blk_hwm)
+        f->blk_hwm = used;
+    f->n_blocks = n;
 }
 
 void ff_changed(ff_file *f, uint64_t i)
@@ -90,11 +102,13 @@ static int ff_grow(ff_file *f, uint64_t size)
         uint64_t grown = new_n > old_n || size % f->bs == 0 ? f->bs : size % f->bs;
         memset(f->blk[old_n - 1].buf + tail, 0, grown - tail);
     }
-    for (uint64_t i = old_n; i < new_n; i++)       /* off and word stay: frames to retire */
+    /* off and word stay: frames to retire; entries never used are zeros already */
+    for (uint64_t i = old_n; i < new_n && i < f->blk_hwm; i++)
         f->blk[i].state = FF_ZERO, f->blk[i].buf = NULL;
     if (new_n > old_n)
         ff_changed(f, old_n);
-    f->size = size, f->n_blocks = new_n;
+    f->size = size;
+    ff_set_blocks(f, new_n);
     return 0;
 }
 
@@ -112,7 +126,8 @@ static int ff_shrink(ff_file *f, uint64_t size)
     }
     if (new_n < f->n_stored || tail)
         ff_changed(f, tail ? new_n - 1 : new_n);
-    f->size = size, f->n_blocks = new_n;
+    f->size = size;
+    ff_set_blocks(f, new_n);
     return 0;
 }
 
@@ -131,7 +146,8 @@ static int ff_write_empty_table(int fd, uint64_t off)
 /* Memory for a file that is its marker and an empty seek table, nothing else. */
 void ff_set_empty(ff_file *f)
 {
-    f->size = f->n_blocks = f->n_stored = 0;
+    ff_set_blocks(f, 0);
+    f->size = f->n_stored = 0;
     f->rewrite_min = UINT64_MAX;
     f->tail_block = UINT64_MAX;
     f->n_pending = 0;

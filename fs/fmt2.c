@@ -198,13 +198,26 @@ int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zs
     int rc = zero_end > start ? fmt2_zero(fd, start, zero_end - start) : 0;
     if (!runs || g < 2)
         return rc < 0 ? rc : fmt2_write_holes(fd, bs, a, b, zsum);
+    /* a run's head goes out with the end of the run before it when there is one */
+    uint64_t prev = UINT64_MAX;
+    uint32_t prev_m = 0;
+    uint8_t head[FMT2_HOLE_HEAD];
     for (uint64_t i = a; rc == 0 && i < b;) {
         uint64_t end = (i / g + 1) * g < b ? (i / g + 1) * g : b;
-        rc = end - i >= 2 ? fmt2_write_run(fd, bs, i, (uint32_t)(end - i))
-                          : fmt2_write_holes(fd, bs, i, end, zsum);
+        uint32_t m = (uint32_t)(end - i);
+        if (m >= 2 && prev != UINT64_MAX) {
+            rc = fmt2_write_run_pair(fd, bs, prev, prev_m, m);
+        } else if (m >= 2) {
+            fmt2_run_head(head, bs, m);
+            rc = fmt_pwrite_all(fd, head, sizeof(head), fmt2_slot_off(bs, i));
+        } else {
+            rc = prev != UINT64_MAX ? fmt2_write_run_end(fd, bs, prev, prev_m) : 0;
+            rc = rc < 0 ? rc : fmt2_write_holes(fd, bs, i, end, zsum);
+        }
+        prev = m >= 2 ? i : UINT64_MAX, prev_m = m;
         i = end;
     }
-    return rc;
+    return rc == 0 && prev != UINT64_MAX ? fmt2_write_run_end(fd, bs, prev, prev_m) : rc;
 }
 
 void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN])

@@ -113,7 +113,7 @@ int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uin
 /* Writes whole-block holes in slots [a, b), each followed by another slot. [a's slot,
  * zero_end) is zeroed first (old bytes there); past it the file must read as zeros already.
  * runs 0 (version 2): one write of the bytes between two blocks' data per block. runs 1
- * (version 3): the holes of each group form one hole run (fmt2_write_run) where there are
+ * (version 3): the holes of each group form one hole run (FORMAT.md 9.5.1) where there are
  * at least two of them. */
 int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
                         uint64_t zero_end, int runs);
@@ -142,9 +142,13 @@ int fmt2_run_data_zero(int fd, uint32_t bs, uint64_t a, uint32_t m);
 /* Whether [lo, hi) of the backing file reads as zeros; holes of the backing file (SEEK_DATA)
  * are not read. */
 int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi);
-/* Writes the head, the tail and the padding header of that run; its data must read as
- * zeros already. */
-int fmt2_write_run(int fd, uint32_t bs, uint64_t a, uint32_t m);
+/* Writing a run: its head (fmt2_run_head at slot a), then its end (checksums, EndMark,
+ * padding header); its data must read as zeros already. */
+int fmt2_write_run_end(int fd, uint32_t bs, uint64_t a, uint32_t m);
+/* Writes the end of the run at a of m blocks and the head of the run of m_next blocks that
+ * follows it at a + m in one write (the padding between them as zeros): one write and one
+ * extent of the backing file per group of a long hole instead of two. */
+int fmt2_write_run_pair(int fd, uint32_t bs, uint64_t a, uint32_t m, uint32_t m_next);
 /* The run that holds block i, whose slot does not begin with a frame of its own: *a, *m.
  * FMT_ERR_CORRUPT when there is none (a damaged slot), FMT_ERR_IO. */
 fmt_error fmt2_run_find(int fd, uint32_t bs, uint64_t i, uint64_t *a, uint32_t *m);

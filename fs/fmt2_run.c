@@ -83,18 +83,36 @@ int fmt2_run_data_zero(int fd, uint32_t bs, uint64_t a, uint32_t m)
     return fmt2_reads_zero(fd, lo, lo + (uint64_t)bs * m);
 }
 
-int fmt2_write_run(int fd, uint32_t bs, uint64_t a, uint32_t m)
+/* The end of the run at a of m blocks: block checksum, EndMark, content checksum, padding
+ * header (FMT2_RUN_TAIL bytes). */
+static void fmt2_run_tail(uint8_t *t, uint32_t bs, uint64_t a, uint32_t m)
 {
-    uint8_t h[FMT2_HOLE_HEAD], t[FMT2_RUN_TAIL];
-    uint64_t fend = fmt2_run_frame_end(bs, a, m);
     uint32_t sum = fmt2_run_zero_sum(bs, m);
-    fmt2_run_head(h, bs, m);
     fmt_put32(t, sum);
     fmt_put32(t + 4, 0);
     fmt_put32(t + 8, sum);
-    fmt2_pad_header(t + FMT2_HOLE_TAIL, fmt2_slot_off(bs, a + m) - fend);
-    int rc = fmt_pwrite_all(fd, h, sizeof(h), fmt2_slot_off(bs, a));
-    return rc < 0 ? rc : fmt_pwrite_all(fd, t, sizeof(t), fend - FMT2_HOLE_TAIL);
+    fmt2_pad_header(t + FMT2_HOLE_TAIL, fmt2_slot_off(bs, a + m) - fmt2_run_frame_end(bs, a, m));
+}
+
+int fmt2_write_run_end(int fd, uint32_t bs, uint64_t a, uint32_t m)
+{
+    uint8_t t[FMT2_RUN_TAIL];
+    fmt2_run_tail(t, bs, a, m);
+    return fmt_pwrite_all(fd, t, sizeof(t), fmt2_run_frame_end(bs, a, m) - FMT2_HOLE_TAIL);
+}
+
+int fmt2_write_run_pair(int fd, uint32_t bs, uint64_t a, uint32_t m, uint32_t m_next)
+{
+    /* from a's end to the head of the run at a + m: 64 * m bytes, 4 KiB for a whole group */
+    uint8_t buf[64 * 64];
+    uint64_t at = fmt2_run_frame_end(bs, a, m) - FMT2_HOLE_TAIL;
+    size_t len = (size_t)(fmt2_slot_off(bs, a + m) + FMT2_HOLE_HEAD - at);
+    if (len > sizeof(buf))
+        return -EINVAL;
+    memset(buf, 0, len);
+    fmt2_run_tail(buf, bs, a, m);
+    fmt2_run_head(buf + len - FMT2_HOLE_HEAD, bs, m_next);
+    return fmt_pwrite_all(fd, buf, len, at);
 }
 
 /* Whether the head h, read from slot j, begins a run that holds block i: *m its length.
