@@ -78,7 +78,10 @@ def writer(mnt, logdir, w, seed, n_ops):
             (os.fsync if rnd.random() < 0.5 else os.fdatasync)(fds[k])
             e.update(op="fsync")
         elif r < 0.92:
-            new = rnd.randint(0, nrec[k]) if rnd.random() < 0.8 else nrec[k] + rnd.randint(1, 300)
+            # shorter, a little longer, or longer by 3 to 20 blocks of 64 KiB of holes: hole
+            # runs (docs/FORMAT.md 9.5.1) that later writes land in and split
+            up = rnd.randint(1, 300) if rnd.random() < 0.5 else rnd.randint(3000, 20000)
+            new = rnd.randint(0, nrec[k]) if rnd.random() < 0.7 else nrec[k] + up
             os.ftruncate(fds[k], new * REC)
             e.update(op="truncate", size=new)
             nrec[k] = new

@@ -150,7 +150,7 @@ static void fzf_check_open(int fd, uint64_t len, uint32_t bs, uint32_t version)
     fmt2_footer ft;
     /* a valid footer gives the size, unless its journal is damaged: then the open walks the
      * slots, and stat says so (1) */
-    if (bs && version == 2 && fmt2_footer_read(fd, len, bs, &ft) == FMT_OK)
+    if (bs && version >= FMT_VERSION_2 && fmt2_footer_read(fd, len, bs, &ft) == FMT_OK)
         FZ_CHECK((src == 0 && ssize == size && ft.size == size) || (src == 1 && ft.j_len),
                  "v2: stat size %llu, open size %llu, footer size %llu",
                  (unsigned long long)ssize, (unsigned long long)size,
@@ -345,7 +345,7 @@ static void fzf_run(const uint8_t *data, size_t size)
     FZ_CHECK(err != FMT_OK || (size >= FMT_MARKER_LEN && fmt_bd_code(m.block_size)),
              "marker accepted with block size %u", m.block_size);
     int fd = fz_memfile(data, size);
-    if (err == FMT_OK && m.version == 2) {
+    if (err == FMT_OK && m.version >= FMT_VERSION_2) {
         fzf2_check_frames(data, size, m.block_size);
         fzf2_check_footer(fd, size, m.block_size);
         fzf2_check_scan(fd, size, m.block_size);
@@ -366,7 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fzf_run(fixed, fixed_len);
     free(fixed);
     fmt_marker m;
-    if (fmt_marker_decode(data, size, &m) == FMT_OK && m.version == 2 &&
+    if (fmt_marker_decode(data, size, &m) == FMT_OK && m.version >= FMT_VERSION_2 &&
         (fixed = fzf2_fix(data, size)) != NULL) {
         if (memcmp(fixed, data, size) != 0)
             fzf_run(fixed, size);

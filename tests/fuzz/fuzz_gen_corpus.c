@@ -8,10 +8,11 @@
  * Superblocks: valid ones of each block size and damaged variants. Kept small: 64K blocks of
  * compressible data. Run again only when the format changes; the corpus is checked in.
  *
- * The writer writes format version 2 only, so the backing files it makes are named v2-*
- * (a version 2 file's slots make it about 64 KiB per block, however well it compresses);
- * the seeds without that prefix were made by the version 1 writer and stay in the corpus,
- * since version 1 files must keep being read. Version 2 extras: a journal left at rest (an
+ * The writer writes format version 3 only (version 2 with hole runs), so the backing files
+ * it makes are named v3-* (a slot per block makes them about 64 KiB per block, however well
+ * they compress; v3-own-sparse holds two hole runs). The seeds named v2-* were made by the
+ * version 2 writer, those without a prefix by the version 1 writer; both stay in the
+ * corpus, since files of every version must keep being read. Slot layout extras: a journal left at rest (an
  * in-place rewrite, one entry a hole), a commit caught between its footer and its slot,
  * cuts through footer, journal and slots, and files that end with the footer pair. */
 #include <errno.h>
@@ -30,7 +31,7 @@
 #include "fmt2.h"
 
 #define GC_BS (64u << 10)
-#define GC_V "v2-"                      /* names of the files this writer makes */
+#define GC_V "v3-"                      /* names of the files this writer makes */
 
 typedef struct {
     const char *out;                   /* corpus root */

@@ -136,7 +136,7 @@ static void fr_check_own(int fd, const fr_view *first, int repaired)
     FZ_CHECK(fmt_marker_decode(head, sizeof(head), &m) == FMT_OK, "marker changed");
     size_t len;
     free(fr_file_bytes(fd, &len));
-    if (m.version == 2) {
+    if (m.version >= FMT_VERSION_2) {
         fmt2_footer ft;
         FZ_CHECK(fmt2_footer_read(fd, len, m.block_size, &ft) == FMT_OK,
                  "no valid footer after a read-write open");
