@@ -6,7 +6,8 @@
 #     interrupted in-place commit (a real journal named by the footer, its slot put back to
 #     the old bytes); plus clean files, a file with holes, random garbage and a foreign file;
 #   store B, reported and left: a flipped byte in a block's data, a frame header, a size
-#     word, a content checksum, a padding header;
+#     word, a content checksum, a padding header; a hole run (FORMAT.md 9.5.1) whose end is
+#     damaged, and one whose data do not read as zeros;
 #   store C: a valid footer naming a damaged journal;
 #   store D: no footer and a bad block in the middle (the walk keeps it).
 # For each store: -n names every damaged file and its problem, exits 4 and writes no byte;
@@ -167,12 +168,12 @@ sys.stdout.buffer.write((l * 1000)[:1300000])" >"$SRC/rep"
 #   D: no valid footer and a bad block in a padded slot before good ones: the walk keeps it;
 #      the footer is repaired, the block is left (-y exits 1|4)
 STORE_A="footer nofooter cut intent hole_nofooter garbled lostmarker"
-STORE_B="data hdr word csum pad"
+STORE_B="data hdr word csum pad runend rundata"
 STORE_C="jbad"
 STORE_D="torn_bad"
 CLEAN="clean mixed holes"
 DAMAGED="$STORE_A $STORE_B $STORE_C $STORE_D"
-LZ4_FAILS=" data hdr word csum pad torn_bad "     # damage that stays: lz4 -d fails on these
+LZ4_FAILS=" data hdr word csum pad runend rundata torn_bad "   # damage that stays: lz4 -d fails
 TORN="footer nofooter cut hole_nofooter garbled torn_bad"
 MTIME='2010-01-02 03:04:05.678901234'
 MTIME_S=1262401445.678901234
@@ -185,7 +186,7 @@ done
 cp "$SRC/mixed" "$MNT/mixed"
 cp "$SRC/rep" "$MNT/intent"
 cp "$SRC/rep" "$MNT/jbad"
-for n in holes hole_nofooter; do
+for n in holes hole_nofooter runend rundata; do
     head -c 100000 "$SRC/base" >"$MNT/$n"
     truncate -s 1000000 "$MNT/$n"
     printf 'the end' >>"$MNT/$n"
@@ -263,6 +264,9 @@ fmt2 flip "$B/hdr" $(($(s 2) + 6))
 fmt2 flip "$B/word" $(($(s 4) + 15 + 2))
 fmt2 flip "$B/csum" $(($(s 5) + $(fmt2 flen "$B/csum" 5) - 2))
 fmt2 flip "$B/pad" $(($(s 6) + $(fmt2 flen "$B/pad" 6) + 1))
+# holes: blocks 2-14 are one hole run in slot 2; its EndMark, and a byte of its data
+fmt2 flip "$B/runend" $(($(s 2) + 19 + 13 * BS + 4))
+fmt2 flip "$B/rundata" $(($(s 2) + 19 + 5 * BS + 7))
 fmt2 flip "$D/torn_bad" $(($(stat -c %s "$D/torn_bad") - 32))
 fmt2 flip "$D/torn_bad" $(($(s 3) + 19 + 100))
 for st in A B C D; do
@@ -280,7 +284,8 @@ expect() {
         garbled) echo "$SRC/base $((5 * BS)) -" ;;
         intent | jbad) echo "$SRC/intent 1300000 -" ;;
         mixed) echo "$SRC/mixed 700000 -" ;;
-        holes | hole_nofooter) echo "$SRC/holes 1000007 -" ;;
+        holes | hole_nofooter | rundata) echo "$SRC/holes 1000007 -" ;;
+        runend) echo "$SRC/holes 1000007 $(seq -s, 2 14)" ;;
         data | torn_bad) echo "$SRC/base 1300000 3" ;;
         word) echo "$SRC/base 1300000 4" ;;
         *) echo "$SRC/base 1300000 -" ;;
@@ -345,7 +350,11 @@ summary() { echo "$1 files ($2 own, $3 foreign, 0 newer format), $4 repaired, $5
 check "lostmarker: a lost marker reported" grep -qx \
     "$A/lostmarker: marker lost (a power loss kept later writes but not the file's first): the mount and a repair write it back" "$WS/A.n.out"
 check "store A: -n summary" grep -q "$(summary 12 10 2 0 7 0)" "$WS/A.n.out"
-check "store B: -n summary" grep -q "$(summary 5 5 0 0 0 5)" "$WS/B.n.out"
+check "runend: a damaged hole run reported" grep -qx \
+    "$B/runend: block 2 (slot at offset $(s 2)): hole run: checksums, end or padding wrong" "$WS/B.n.out"
+check "rundata: a hole run whose data are not zeros reported" grep -qx \
+    "$B/rundata: block 2 (slot at offset $(s 2)): hole run: its data do not read as zeros" "$WS/B.n.out"
+check "store B: -n summary" grep -q "$(summary 7 7 0 0 0 7)" "$WS/B.n.out"
 check "store C: -n summary (a damaged journal is a problem to repair)" grep -q "$(summary 1 1 0 0 1 0)" "$WS/C.n.out"
 check "store D: -n summary" grep -q "$(summary 1 1 0 0 1 1), 1 bad blocks" "$WS/D.n.out"
 
