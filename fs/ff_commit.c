@@ -271,7 +271,7 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     p->stage_cap = 8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
                    (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
                        (p->comp_stride + FMT_BLOCK_OVERHEAD);
-    if (f->version >= FMT_VERSION_2) {             /* slots: nothing to retire, no frames to group */
+    if (f->version >= FMT_VERSION_2) { /* slots: nothing to retire, no frames to group */
         p->planned = 1;
         return 0;
     }
@@ -391,9 +391,9 @@ static int ff_commit_write(ff_file *f, ff_commit_plan *p, int durable)
 static void ff_commit_failed(ff_file *f, int rc)
 {
     struct stat st;
-    if (f->version >= FMT_VERSION_2) {             /* slots: what was written stays; the blocks stay dirty
-                                          and the next commit writes them again, zeroing
-                                          whatever this one left past the old end */
+    if (f->version >= FMT_VERSION_2) { /* slots: what was written stays; the blocks stay
+                                          dirty and the next commit writes them again,
+                                          zeroing whatever this one left past the old end */
         lg_printf(f->env->log, LG_ERR, "%s: commit failed: %s", ff_name(f), strerror(-rc));
         if (fstat(f->fd, &st) == 0 && (uint64_t)st.st_size > f->v2.eof)
             f->v2.eof = (uint64_t)st.st_size;
@@ -523,8 +523,8 @@ int ff_commit(ff_file *f, int durable, int pressure)
         !(f->version >= FMT_VERSION_2 && f->v2.footerless)) {
         /* the footer that promises every block comes after the sync that makes it true */
         rc = durable ? ff_sync_for(f, durable) : 0;
-        return rc == 0 && durable && f->version >= FMT_VERSION_2 && !f->env->opt.read_only ? ff2_promise(f)
-                                                                               : rc;
+        int promise = durable && f->version >= FMT_VERSION_2 && !f->env->opt.read_only;
+        return rc == 0 && promise ? ff2_promise(f) : rc;
     }
     if (f->env->opt.read_only)
         return -EROFS;
@@ -544,7 +544,8 @@ int ff_commit(ff_file *f, int durable, int pressure)
     p.full = 1;
     if (rc == 0 && (rc = ff_submit(f, &p)) == 0) {
         eng_wait(f->env->eng, &p.ticket);
-        rc = f->version >= FMT_VERSION_2 ? ff2_commit_write(f, &p, durable) : ff_commit_write(f, &p, durable);
+        rc = f->version >= FMT_VERSION_2 ? ff2_commit_write(f, &p, durable)
+                                         : ff_commit_write(f, &p, durable);
     }
     if (rc == 0 && f->version >= FMT_VERSION_2) {
         ff_adopt_range(f, &p);

@@ -236,12 +236,13 @@ static int ff2_run_of(ff_file *f, uint64_t i, uint64_t *a, uint32_t *m)
 
 /* The run of block i, if it has one, becomes single holes in this commit: its clean blocks
  * are rewritten as holes (memory: FF_ZERO), so that none of its slots stays inside another
- * block's frame. */
-static int ff2_split_run_at(ff_file *f, uint64_t i)
+ * block's frame. *next: the first block after the run (i + 1 without one). */
+static int ff2_split_run_at(ff_file *f, uint64_t i, uint64_t *next)
 {
     uint64_t a;
     uint32_t m;
     int rc = ff2_run_of(f, i, &a, &m);
+    *next = rc == 1 ? a + m : i + 1;
     for (uint64_t j = a; rc == 1 && j < a + m && j < f->n_blocks; j++) {
         ff_blk *b = &f->blk[j];
         b->off = ff2_word_off(f, j) | FMT_ENTRY_ZERO, b->word = FMT2_RUN_WORD;
@@ -253,17 +254,19 @@ static int ff2_split_run_at(ff_file *f, uint64_t i)
 
 int ff2_split_runs(ff_file *f)
 {
-    uint64_t end = f->n_stored < f->n_blocks ? f->n_stored : f->n_blocks;
+    uint64_t end = f->n_stored < f->n_blocks ? f->n_stored : f->n_blocks, next;
     if (f->version < FMT_VERSION_3 || fmt2_run_group(f->bs) < 2 || f->rewrite_min >= f->n_stored)
         return 0;
     int rc = 0;
-    for (uint64_t i = f->rewrite_min; rc == 0 && i < end; i++)
+    for (uint64_t i = f->rewrite_min; rc == 0 && i < end; i = next) {
+        next = i + 1;
         if (f->blk[i].state != FF_CLEAN)
-            rc = ff2_split_run_at(f, i);
+            rc = ff2_split_run_at(f, i, &next);
+    }
     /* a shrink's new last block: a run never holds the last block */
     if (rc == 0 && f->n_blocks && f->n_blocks <= f->n_stored &&
         f->blk[f->n_blocks - 1].state == FF_CLEAN)
-        rc = ff2_split_run_at(f, f->n_blocks - 1);
+        rc = ff2_split_run_at(f, f->n_blocks - 1, &next);
     return rc;
 }
 

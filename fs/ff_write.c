@@ -148,6 +148,7 @@ void ff_set_empty(ff_file *f)
 {
     ff_set_blocks(f, 0);
     f->size = f->n_stored = 0;
+    atomic_store(&f->run_hint, 0);
     f->rewrite_min = UINT64_MAX;
     f->tail_block = UINT64_MAX;
     f->n_pending = 0;

@@ -12,9 +12,10 @@
  * it makes are named v3-* (a slot per block makes them about 64 KiB per block, however well
  * they compress; v3-own-sparse holds two hole runs). The seeds named v2-* were made by the
  * version 2 writer, those without a prefix by the version 1 writer; both stay in the
- * corpus, since files of every version must keep being read. Slot layout extras: a journal left at rest (an
- * in-place rewrite, one entry a hole), a commit caught between its footer and its slot,
- * cuts through footer, journal and slots, and files that end with the footer pair. */
+ * corpus, since files of every version must keep being read. Slot layout extras: a journal
+ * left at rest (an in-place rewrite, one entry a hole), a commit caught between its footer
+ * and its slot, cuts through footer, journal and slots, and files that end with the footer
+ * pair. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lz4frame.h>
