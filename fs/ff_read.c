@@ -324,10 +324,29 @@ int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
     return rc;
 }
 
-static int ff_block_is_hole(const ff_file *f, uint64_t i)
+/* Whether block i reads as zeros; *next: the block after those known to be like it. A
+ * stored block of a slotted file that memory knows nothing of is looked at in its slot
+ * (a hole, or a hole run: the whole run at once), and memory keeps what was found. Called
+ * with f->lock held. */
+static int ff_block_is_hole(ff_file *f, uint64_t i, uint64_t *next)
 {
-    const ff_blk *b = &f->blk[i];
-    return b->state == FF_ZERO || (b->state == FF_CLEAN && (b->off & FMT_ENTRY_ZERO));
+    ff_blk *b = &f->blk[i];
+    uint64_t a, word_off = fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN;
+    uint32_t m, len = (uint32_t)ff_blen(f, i);
+    *next = i + 1;
+    if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || f->version < FMT_VERSION_2 ||
+        (b->off & FMT_OFFSET_MASK) != word_off || (b->word && !(b->word & FMT_RAW_BIT)))
+        return b->state == FF_ZERO || (b->state == FF_CLEAN && (b->off & FMT_ENTRY_ZERO));
+    int r = fmt2_slot_hole(f->fd, f->bs, i, len, ff2_zsum(f, len), &a, &m);
+    if (r <= 0)
+        return 0;                      /* data, or a failure: data is the safe answer */
+    for (uint64_t j = i; j < a + m && j < f->n_blocks; j++)
+        if (f->blk[j].state == FF_CLEAN && j < f->n_stored) {
+            f->blk[j].off = (fmt2_slot_off(f->bs, j) + FMT_FRAME_HEADER_LEN) | FMT_ENTRY_ZERO;
+            f->blk[j].word = m > 1 ? FMT2_RUN_WORD : len | FMT_RAW_BIT;
+        }
+    *next = a + m;
+    return 1;
 }
 
 off_t ff_lseek(ff_file *f, off_t off, int whence)
@@ -342,9 +361,9 @@ off_t ff_lseek(ff_file *f, off_t off, int whence)
         r = -ENXIO;
     } else {
         int want_hole = whence == SEEK_HOLE;
-        uint64_t i = (uint64_t)off / f->bs;
-        while (i < f->n_blocks && ff_block_is_hole(f, i) != want_hole)
-            i++;
+        uint64_t i = (uint64_t)off / f->bs, next;
+        while (i < f->n_blocks && ff_block_is_hole(f, i, &next) != want_hole)
+            i = next;
         uint64_t at = i * f->bs > (uint64_t)off ? i * f->bs : (uint64_t)off;
         r = i < f->n_blocks ? (off_t)at : want_hole ? (off_t)f->size : -ENXIO;
     }

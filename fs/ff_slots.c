@@ -110,7 +110,7 @@ static uint64_t ff2_slot_end(const ff_file *f, uint64_t i, uint64_t n, uint64_t 
 
 /* Checksum of a hole of len bytes: hashing a whole block of zeros per hole made a large
  * hole cost as much as writing it. */
-static uint32_t ff2_zsum(ff_file *f, uint32_t len)
+uint32_t ff2_zsum(ff_file *f, uint32_t len)
 {
     if (len != f->bs)
         return fmt2_zero_sum(len);

@@ -149,6 +149,11 @@ int fmt2_write_run_end(int fd, uint32_t bs, uint64_t a, uint32_t m);
  * follows it at a + m in one write (the padding between them as zeros): one write and one
  * extent of the backing file per group of a long hole instead of two. */
 int fmt2_write_run_pair(int fd, uint32_t bs, uint64_t a, uint32_t m, uint32_t m_next);
+/* Whether block i, of len logical bytes, is stored in its slot as zeros: a single hole
+ * (9.5; zsum: XXH32 of len zeros) or part of a hole run; 1 with the blocks that are, [*a,
+ * *a + *m); 0: a frame of data (or damage); -EIO. */
+int fmt2_slot_hole(int fd, uint32_t bs, uint64_t i, uint32_t len, uint32_t zsum, uint64_t *a,
+                   uint32_t *m);
 /* The run that holds block i, whose slot does not begin with a frame of its own: *a, *m.
  * FMT_ERR_CORRUPT when there is none (a damaged slot), FMT_ERR_IO. */
 fmt_error fmt2_run_find(int fd, uint32_t bs, uint64_t i, uint64_t *a, uint32_t *m);

@@ -115,6 +115,27 @@ int fmt2_write_run_pair(int fd, uint32_t bs, uint64_t a, uint32_t m, uint32_t m_
     return fmt_pwrite_all(fd, buf, len, at);
 }
 
+int fmt2_slot_hole(int fd, uint32_t bs, uint64_t i, uint32_t len, uint32_t zsum, uint64_t *a,
+                   uint32_t *m)
+{
+    uint8_t h[FMT2_HOLE_HEAD], t[4];
+    uint64_t at = fmt2_slot_off(bs, i);
+    if (fmt_pread_all(fd, h, sizeof(h), at) < 0)
+        return -EIO;
+    uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN);
+    if (fmt_get32(h) == 0 || fmt2_run_head_parse(h, sizeof(h), bs)) {
+        fmt_error err = fmt2_run_find(fd, bs, i, a, m);
+        return err == FMT_OK ? 1 : err == FMT_ERR_IO ? -EIO : 0;
+    }
+    /* a single hole: raw, its length, the checksum of zeros, and data that read as zeros
+     * (its pages are holes of the backing file: nothing is read) */
+    if (!(word & FMT_RAW_BIT) || fmt_word_size(word) != len ||
+        fmt_pread_all(fd, t, sizeof(t), at + FMT2_HOLE_HEAD + len) < 0 || fmt_get32(t) != zsum)
+        return 0;
+    *a = i, *m = 1;
+    return fmt2_reads_zero(fd, at + FMT2_HOLE_HEAD, at + FMT2_HOLE_HEAD + len);
+}
+
 /* Whether the head h, read from slot j, begins a run that holds block i: *m its length.
  * -1: a read failed. */
 static int fmt2_run_holds(int fd, uint32_t bs, const uint8_t *h, uint64_t j, uint64_t i,

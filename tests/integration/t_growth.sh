@@ -480,6 +480,15 @@ w_holes() {
     w_holes_v2
 }
 
+# seek_is FILE WHENCE OFFSET WANT: lseek(FILE, OFFSET, SEEK_DATA or SEEK_HOLE) gives WANT
+seek_is() {
+    python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+got = os.lseek(fd, int(sys.argv[3]), {"data": os.SEEK_DATA, "hole": os.SEEK_HOLE}[sys.argv[2]])
+print("lseek(%s, SEEK_%s) = %d, want %s" % (sys.argv[3], sys.argv[2].upper(), got, sys.argv[4]))
+sys.exit(0 if got == int(sys.argv[4]) else 1)' "$@"
+}
+
 # pwrite_at FILE OFFSET TEXT / pread_is FILE OFFSET TEXT
 pwrite_at() {
     python3 -c 'import os, sys
@@ -514,6 +523,11 @@ w_holes_runs() {
     check "[$BS] runs: after the remount, the write reads back" pread_is "$MNT/hole100g" $in "inside a run"
     check_eq "[$BS] runs: after the remount, the size" "$cut" "$(stat_size "$MNT/hole100g")"
     check "[$BS] runs: after the remount, 4 MiB at 50G read as zeros" zeros_at "$MNT/hole100g" $((50 * g)) $((4 << 20))
+    local b=$(($(numfmt --from=iec "$BS")))
+    check_show "[$BS] runs: after the remount, SEEK_DATA skips the runs to the written block" \
+        seek_is "$MNT/hole100g" data 0 $((in / b * b))
+    check_show "[$BS] runs: and SEEK_HOLE finds the hole after it" \
+        seek_is "$MNT/hole100g" hole $((in / b * b)) $((in / b * b + b))
     check "[$BS] runs: unmount for fsck" umount_store
     check_show "[$BS] runs: fsck -n finds nothing" "$FSCK" -n "$BACKING"
     check "[$BS] runs: mount again" mount_store engine=sw
@@ -535,6 +549,10 @@ ver, slot1 = int.from_bytes(d[31:35], "little"), d[59 + bs + 64:59 + bs + 68]
 print("version %d, slot 1 begins %s" % (ver, slot1.hex()))
 sys.exit(0 if ver == 2 and slot1 == bytes.fromhex("04224d18") else 1)' "$BACKING/v2" "$BS"
     check "[$BS] v2 holes: reads as zeros" zeros_at "$MNT/v2" $((30 << 20)) $((4 << 20))
+    pwrite_at "$MNT/v2" $((40 << 20)) "forty"
+    check "[$BS] v2 holes: remount" remount
+    check_show "[$BS] v2 holes: after the remount, SEEK_DATA skips the single holes" \
+        seek_is "$MNT/v2" data 0 $((40 << 20))
     check "[$BS] v2 holes: unmount" umount_store
 }
 
