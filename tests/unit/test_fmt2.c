@@ -894,6 +894,14 @@ static void test_hole_runs(void **state)
     uint64_t a;
     uint32_t m;
     assert_int_equal(fmt2_run_find(fd, BS, n - 1, &a, &m), FMT_ERR_CORRUPT);
+    /* where the holes are: a run at once, the last block as a single hole */
+    assert_int_equal(fmt2_slot_hole(fd, BS, 100, BS, fmt2_zero_sum(BS), &a, &m), 1);
+    assert_int_equal(a, 64);
+    assert_int_equal(m, g);
+    assert_int_equal(fmt2_slot_hole(fd, BS, n - 1, 777, fmt2_zero_sum(777), &a, &m), 1);
+    assert_int_equal(a, n - 1);
+    assert_int_equal(m, 1);
+    assert_int_equal(fmt2_slot_hole(fd, BS, n - 1, 777, fmt2_zero_sum(778), &a, &m), 0);
     fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n, 0};
     assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
     size_t len;
