@@ -219,15 +219,17 @@ static int sb_key_index(const sb_span *key)
 
 /* A store written by a newer build may also change the rest of the layout, so its version is
  * looked at before anything else can fail: such a store is reported as newer, not corrupt. */
-static int sb_is_newer(const char *text, size_t len)
+static int sb_is_newer(const char *text, size_t len, uint32_t *version)
 {
     size_t pos = 0;
     sb_span line, key, value;
     while (sb_next_line(text, len, &pos, &line)) {
         uint64_t v;
         if (sb_split(&line, &key, &value) == 0 && sb_key_index(&key) == SB_KEY_VERSION &&
-            sb_parse_u64(value.start, value.len, UINT32_MAX, &v) == 0)
+            sb_parse_u64(value.start, value.len, UINT32_MAX, &v) == 0) {
+            *version = (uint32_t)v;    /* named in the error of a newer store */
             return v > SB_FORMAT_VERSION;
+        }
     }
     return 0;
 }
@@ -295,7 +297,7 @@ sb_error sb_parse(const char *text, size_t len, sb_super *sb)
         return SB_ERR_CORRUPT;
     if (sb_verify_checksum(text, len, &body_len) != 0)
         return SB_ERR_CORRUPT;
-    if (sb_is_newer(text, body_len))
+    if (sb_is_newer(text, body_len, &sb->format_version))
         return SB_ERR_NEWER;
     memset(&tmp, 0, sizeof(tmp));
     if (sb_parse_body(text, body_len, &tmp) != 0)

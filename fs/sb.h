@@ -46,7 +46,9 @@ const char *sb_block_size_name(uint32_t size);
 /* Parses "64K", "256K", "1M", "4M" (also plain byte counts); 0 when not one of those. */
 uint32_t sb_parse_block_size(const char *text);
 
-/* Text form <-> struct. sb_format returns the length written (< cap) or 0 if cap is short. */
+/* Text form <-> struct. sb_format returns the length written (< cap) or 0 if cap is short.
+ * sb_parse fills *sb on SB_OK; on SB_ERR_NEWER it sets only sb->format_version (the newer
+ * version, for the error message). */
 size_t sb_format(const sb_super *sb, char *out, size_t cap);
 sb_error sb_parse(const char *text, size_t len, sb_super *sb);
 

@@ -376,6 +376,7 @@ static void test_read_errors(void **state)
                         text, sizeof(text));
     write_file(s->fd, SB_FILE_NAME, text, len);
     assert_int_equal(sb_read(s->fd, &sb), SB_ERR_NEWER);
+    assert_int_equal(sb.format_version, 4);   /* named in the daemon's error */
 
     len = with_checksum(HEADER "format_version=1\nblock_size=2097152\nuuid=" GOOD_UUID
                                "\ncreated=1\n",
