@@ -188,6 +188,15 @@ static int rc_record_valid(const uint8_t *rec, uint32_t slot)
 static void rc_lock_all(rc_shared *s) { pthread_rwlock_wrlock(&s->all_lock); }
 static void rc_unlock_all(rc_shared *s) { pthread_rwlock_unlock(&s->all_lock); }
 
+/* The shared file's name as it is now, for a message: a rename may change it at any time. */
+static const char *rc_sname(rc_shared *s, char buf[64])
+{
+    pthread_rwlock_rdlock(&s->name_lock);
+    snprintf(buf, 64, "%s", s->name);
+    pthread_rwlock_unlock(&s->name_lock);
+    return buf;
+}
+
 static void rc_lock_slot(rc_shared *s, uint32_t slot)
 {
     pthread_rwlock_rdlock(&s->all_lock);
@@ -203,6 +212,7 @@ static void rc_unlock_slot(rc_shared *s, uint32_t slot)
 static void rc_shared_write(rc_thread *t, unsigned k, int fd)
 {
     rc_shared *s = &t->ctx->shared[k];
+    char nb[64];
     uint32_t slot = (uint32_t)rc_below(t, RC_SLOTS), seq = ++t->ctx->next_seq;
     rc_record(t->rec, slot, t->id, seq);
     rc_lock_slot(s, slot);
@@ -216,25 +226,27 @@ static void rc_shared_write(rc_thread *t, unsigned k, int fd)
     }
     rc_unlock_slot(s, slot);
     if (n != RC_REC)
-        rc_fail(t, OP_SWRITE, s->name, (uint64_t)slot * RC_REC, "pwrite gave %zd", n);
+        rc_fail(t, OP_SWRITE, rc_sname(s, nb), (uint64_t)slot * RC_REC, "pwrite gave %zd", n);
 }
 
 /* Under the slot's lock: exactly the model's record, or zeros / nothing when it has none. */
 static int rc_check_slot_locked(rc_thread *t, unsigned k, int fd, uint32_t slot, int op)
 {
     rc_shared *s = &t->ctx->shared[k];
+    char nb[64];
     uint8_t got[RC_REC];
     ssize_t n = rc_pio(fd, got, RC_REC, (uint64_t)slot * RC_REC, 0);
     rc_slot m = s->slot[slot];
     if (m.seq) {
         rc_record(t->rec, slot, m.writer, m.seq);
         if (n != RC_REC || memcmp(got, t->rec, RC_REC) != 0) {
-            rc_fail(t, op, s->name, (uint64_t)slot * RC_REC, "want record writer=%u seq=%u, "
-                    "read %zd bytes%s", m.writer, m.seq, n, n == RC_REC ? " that differ" : "");
+            rc_fail(t, op, rc_sname(s, nb), (uint64_t)slot * RC_REC,
+                    "want record writer=%u seq=%u, read %zd bytes%s", m.writer, m.seq, n,
+                    n == RC_REC ? " that differ" : "");
             return -1;
         }
     } else if (n < 0 || (n != 0 && n != RC_REC) || !rc_is_zero(got, (size_t)n)) {
-        rc_fail(t, op, s->name, (uint64_t)slot * RC_REC, "want zeros or nothing, read %zd "
+        rc_fail(t, op, rc_sname(s, nb), (uint64_t)slot * RC_REC, "want zeros or nothing, read %zd "
                 "bytes%s", n, n > 0 ? " not all zero" : "");
         return -1;
     }
@@ -254,12 +266,14 @@ static void rc_shared_read_locked(rc_thread *t, unsigned k, int fd)
 static void rc_shared_read_free(rc_thread *t, unsigned k, int fd)
 {
     rc_shared *s = &t->ctx->shared[k];
+    char nb[64];
     uint32_t first = (uint32_t)rc_below(t, RC_SLOTS), count = 1 + (uint32_t)rc_below(t, 8);
     if (first + count > RC_SLOTS)
         count = RC_SLOTS - first;
     ssize_t n = rc_pio(fd, t->buf, (size_t)count * RC_REC, (uint64_t)first * RC_REC, 0);
     if (n < 0) {
-        rc_fail(t, OP_SREAD_FREE, s->name, (uint64_t)first * RC_REC, "pread: %s", strerror((int)-n));
+        rc_fail(t, OP_SREAD_FREE, rc_sname(s, nb), (uint64_t)first * RC_REC, "pread: %s",
+                strerror((int)-n));
         return;
     }
     for (uint32_t i = 0; i < (uint32_t)n / RC_REC; i++) {
@@ -279,9 +293,11 @@ static void rc_shared_read_free(rc_thread *t, unsigned k, int fd)
 static int rc_check_size_locked(rc_thread *t, unsigned k, int fd, int op)
 {
     rc_shared *s = &t->ctx->shared[k];
+    char nb[64];
     struct stat st;
     if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != s->size) {
-        rc_fail(t, op, s->name, 0, "size %lld, model %" PRIu64, (long long)st.st_size, s->size);
+        rc_fail(t, op, rc_sname(s, nb), 0, "size %lld, model %" PRIu64, (long long)st.st_size,
+                s->size);
         return -1;
     }
     return 0;
@@ -290,10 +306,11 @@ static int rc_check_size_locked(rc_thread *t, unsigned k, int fd, int op)
 static void rc_shared_truncate(rc_thread *t, unsigned k, int fd)
 {
     rc_shared *s = &t->ctx->shared[k];
+    char nb[64];
     uint64_t slots = rc_below(t, RC_SLOTS + 1);
     rc_lock_all(s);
     if (ftruncate(fd, (off_t)(slots * RC_REC)) < 0) {
-        rc_fail(t, OP_STRUNC, s->name, slots * RC_REC, "ftruncate: %s", strerror(errno));
+        rc_fail(t, OP_STRUNC, rc_sname(s, nb), slots * RC_REC, "ftruncate: %s", strerror(errno));
     } else {
         for (uint64_t i = slots; i < RC_SLOTS; i++)
             s->slot[i] = (rc_slot){0, 0};
@@ -344,13 +361,14 @@ static void rc_shared_rename(rc_thread *t, unsigned k)
 static void rc_inject(rc_thread *t)
 {
     rc_shared *s = &t->ctx->shared[0];
+    char nb[64];
     uint8_t bad = 0xA5;
     rc_lock_all(s);
     for (uint32_t i = 0; i < RC_SLOTS; i++)
         if (s->slot[i].seq) {
             if (rc_pio(t->shared_fd[0], &bad, 1, (uint64_t)i * RC_REC + 100, 1) != 1)
-                rc_fail(t, OP_SWRITE, s->name, 0, "injection failed");
-            fprintf(stderr, "race: injected a fault into %s slot %u\n", s->name, i);
+                rc_fail(t, OP_SWRITE, rc_sname(s, nb), 0, "injection failed");
+            fprintf(stderr, "race: injected a fault into %s slot %u\n", rc_sname(s, nb), i);
             rc_check_slot_locked(t, 0, t->shared_fd[0], i, OP_SREAD_LOCKED);
             t->ctx->inject = 2;
             break;
