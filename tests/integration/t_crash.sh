@@ -1,6 +1,8 @@
 #!/bin/bash
 # t_crash: kill -9 of the daemon while processes append to and overwrite files with fsync (and
-# close) after each step, and commit one-row SQLite transactions (journal_mode DELETE and WAL),
+# close) after each step, extend a sparse file by holes and write pages into them (hole runs,
+# docs/FORMAT.md 9.5.1, made and split), and commit one-row SQLite transactions (journal_mode
+# DELETE and WAL),
 # recording every acknowledged state in logs outside the mount. After each kill the dead mount
 # is cleared and the store mounted again; then every file must read fully, hold at least its
 # last acknowledged state and nothing but data that was written, each database must pass
@@ -46,6 +48,43 @@ def over_page(rnd, idx):
 def over_content(rnd):
     n = (OVER_SIZE + PAGE - 1) // PAGE
     return b"".join(over_page(rnd, i) for i in range(n))[:OVER_SIZE]
+
+def sparse_page(off, rnd):
+    line = b"sparse page at %012d written in round %06d\n" % (off, rnd)
+    return (line * (PAGE // len(line) + 1))[:PAGE]
+
+def sparse_verify(f, got, log):
+    """The sparse writer's file: every page zeros or a page naming its own offset and a round
+    that began; the size and every page of an acknowledged round there (or newer)."""
+    acked, acked_size, begun, writes = set(), 0, 0, []
+    for line in open(log):
+        p = line.split()
+        if p[0] == "ack":                # a round cut by a kill has no ack: its pages may
+            acked.add(int(p[1]))         # be lost, even when later rounds were acknowledged
+            acked_size = int(p[2])
+        elif p[0] == "begin":
+            begun = int(p[1])
+        elif p[0] == "w":
+            writes.append((int(p[1]), int(p[2])))
+    if len(got) < acked_size or len(got) % PAGE:
+        return "size %d, acknowledged %d" % (len(got), acked_size)
+    rounds = {}
+    for i in range(0, len(got), PAGE):
+        pg = got[i:i + PAGE]
+        if pg.count(0) == PAGE:
+            continue
+        try:
+            off, rd = int(pg[15:27]), int(pg[45:51])
+        except ValueError:
+            return "garbage page at %d" % i
+        if off != i or rd > begun or sparse_page(off, rd) != pg:
+            return "page at %d names offset %d round %d (begun %d)" % (i, off, rd, begun)
+        rounds[i] = rd
+    for rd, off in writes:
+        if rd in acked and rounds.get(off, 0) < rd:
+            return "page at %d of acknowledged round %d is %s" % (off, rd,
+                   "zeros" if off not in rounds else "round %d" % rounds[off])
+    return None
 
 def log_line(path, text):
     with open(path, "a") as f:
@@ -116,6 +155,35 @@ elif cmd == "overwriter":
             sys.exit(0)
         log_line(log, "ack %d" % r)
 
+elif cmd == "sparse":
+    # round r: the file grows by 3-20 blocks of 64K and some pages of holes (ftruncate), then
+    # pages are written at its new end and into the holes, then fsync; "w R OFF" before each
+    # write, "ack R SIZE" once the fsync returned. Every page names its offset and round.
+    path, log, seed = a[0], a[1], int(a[2])
+    r = last_ack(log, "begin") or 0
+    rnd = random.Random(seed)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
+    except OSError:
+        sys.exit(0)
+    while True:
+        r += 1
+        log_line(log, "begin %d" % r)
+        try:
+            if size < LIMIT // 2:
+                size += rnd.randint(3, 20) * 65536 + rnd.randint(0, 15) * PAGE
+                os.ftruncate(fd, size)
+            offs = [size - PAGE] + [rnd.randrange(size // PAGE) * PAGE for _ in range(3)]
+            for off in offs:
+                log_line(log, "w %d %d" % (r, off))
+                os.pwrite(fd, sparse_page(off, r), off)
+            os.fsync(fd)
+        except OSError:
+            sys.exit(0)
+        log_line(log, "ack %d %d" % (r, size))
+        time.sleep(0.01)
+
 elif cmd == "sqlwriter":
     # one-row transactions through SQLite (journal_mode DELETE or WAL, synchronous FULL):
     # "begin N" before the commit of row N, "ack N" once it returned
@@ -179,6 +247,10 @@ elif cmd == "verify":
         except OSError as e:
             print("%s: read failed: %s" % (f, e)); bad += 1
             continue
+        if f.startswith("sparse"):
+            why = sparse_verify(f, got, log)
+            print("%s: %d bytes: %s" % (f, len(got), why or "ok")); bad += why is not None
+            continue
         if f.startswith("over"):
             begun = last_ack(log, "begin") or 0
             lo = acked or 0
@@ -228,6 +300,7 @@ start_writers() {
     spawn python3 "$PY" appender "$MNT/app-fsync-2" "$ACK/app-fsync-2.log" fsync $((round * 10 + 2)); WRITERS+=("$SPAWNED_PID")
     spawn python3 "$PY" appender "$MNT/app-close" "$ACK/app-close.log" close $((round * 10 + 3)); WRITERS+=("$SPAWNED_PID")
     spawn python3 "$PY" overwriter "$MNT/over" "$ACK/over.log"; WRITERS+=("$SPAWNED_PID")
+    spawn python3 "$PY" sparse "$MNT/sparse" "$ACK/sparse.log" $((round * 10 + 4)); WRITERS+=("$SPAWNED_PID")
     spawn python3 "$PY" sqlwriter "$MNT/sql-delete.db" "$ACK/sql-delete.db.log" DELETE; WRITERS+=("$SPAWNED_PID")
     spawn python3 "$PY" sqlwriter "$MNT/sql-wal.db" "$ACK/sql-wal.db.log" WAL; WRITERS+=("$SPAWNED_PID")
 }
