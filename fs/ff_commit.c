@@ -256,7 +256,10 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
      * send blocks whole or in order): writing them now would retire them at the next. */
     if (pressure && f->size % f->bs && p->end - 1 >= base && p->end - 1 > p->s)
         p->end--;
-    for (uint64_t i = p->s; pressure == FF_COMMIT_STREAM && i < p->end; i++) {
+    /* ...but never below the stored blocks: a streaming writer's commit made full by an
+     * in-place change would otherwise end the file at its first unfilled block, a shrink
+     * that a power loss could keep (blocks an fsync promised, gone) */
+    for (uint64_t i = base; pressure == FF_COMMIT_STREAM && i < p->end; i++) {
         const ff_blk *b = &f->blk[i];
         if (b->state == FF_ZERO || (b->state == FF_DIRTY && b->filled < ff_blen(f, i)))
             p->end = i;
