@@ -818,6 +818,20 @@ static void test_scan_bad_blocks(void **state)
     scase_free(&c);
 }
 
+/* A footer of n blocks, size bytes, ending the slots at end; then the stock decoder must
+ * read the whole file as size zero bytes. */
+static void decodes_to_zeros(int fd, const char *path, uint64_t n, uint64_t size, uint64_t end)
+{
+    fmt2_footer ft = {size, n, end, 0, 0, 1, n, 0};
+    assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
+    size_t len;
+    uint8_t *dec = fx_lz4f_decode(path, &len), *zeros = calloc(1, size);
+    assert_int_equal(len, size);
+    assert_memory_equal(dec, zeros, len);
+    free(zeros);
+    free(dec);
+}
+
 /* Holes take (almost) no room in the backing file: a run of 64 holes, whose slots held data
  * before (zero_end), allocates a few pages per block at most. */
 static void test_holes_sparse(void **state)
@@ -841,14 +855,7 @@ static void test_holes_sparse(void **state)
     assert_true((uint64_t)st.st_blocks * 512 <= n * 8192);
     scan_expect(fd, 1, n, (n - 1) * BS + 777, end, 0);
     /* every hole reads as zeros through the stock decoder */
-    fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n, 0};
-    assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
-    size_t len;
-    uint8_t *dec = fx_lz4f_decode(path, &len), *zeros = calloc(1, ft.size);
-    assert_int_equal(len, ft.size);
-    assert_memory_equal(dec, zeros, len);
-    free(zeros);
-    free(dec);
+    decodes_to_zeros(fd, path, n, (n - 1) * BS + 777, end);
     free(junk);
     close(fd);
     unlink(path);
@@ -902,14 +909,7 @@ static void test_hole_runs(void **state)
     assert_int_equal(a, n - 1);
     assert_int_equal(m, 1);
     assert_int_equal(fmt2_slot_hole(fd, BS, n - 1, 777, fmt2_zero_sum(778), &a, &m), 0);
-    fmt2_footer ft = {(n - 1) * BS + 777, n, end, 0, 0, 1, n, 0};
-    assert_int_equal(fmt2_footer_write(fd, end, &ft), 0);
-    size_t len;
-    uint8_t *dec = fx_lz4f_decode(path, &len), *zeros = calloc(1, ft.size);
-    assert_int_equal(len, ft.size);
-    assert_memory_equal(dec, zeros, len);
-    free(zeros);
-    free(dec);
+    decodes_to_zeros(fd, path, n, (n - 1) * BS + 777, end);
     close(fd);
     unlink(path);
 }
