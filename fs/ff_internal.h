@@ -279,6 +279,8 @@ int ff_batch_holds(const ff_file *f, uint64_t i);
 /* Version 3: a block to be rewritten in place, or left last by a shrink, that lies in a hole
  * run takes the run's other blocks with it as single holes (ff_slots.c). */
 int ff2_split_runs(ff_file *f);
+/* Offset of block i's size word in its slot (ff_slots.c). */
+uint64_t ff2_word_off(const ff_file *f, uint64_t i);
 /* XXH32 of len zero bytes, kept for len = bs (ff_slots.c). */
 uint32_t ff2_zsum(ff_file *f, uint32_t len);
 uint64_t ff_unbricked(const ff_file *f);

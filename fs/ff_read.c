@@ -19,7 +19,7 @@ static int ff_in_run(ff_file *f, uint64_t off)
     uint64_t slot = fmt2_slot_len(f->bs), base = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN;
     uint64_t i = off >= base ? (off - base) / slot : 0, a;
     uint32_t m;
-    if (f->version < FMT_VERSION_2 || fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN != off)
+    if (f->version < FMT_VERSION_2 || ff2_word_off(f, i) != off)
         return 0;                      /* not a slot: a journal's copy (read-only mounts) */
     uint64_t hint = atomic_load(&f->run_hint);
     if (hint && i >= hint >> 8 && i < (hint >> 8) + (hint & 0xFF))
@@ -331,7 +331,7 @@ int ff_read(ff_file *f, void *buf, size_t len, off_t off, size_t *got)
 static int ff_block_is_hole(ff_file *f, uint64_t i, uint64_t *next)
 {
     ff_blk *b = &f->blk[i];
-    uint64_t a, word_off = fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN;
+    uint64_t a, word_off = ff2_word_off(f, i);
     uint32_t m, len = (uint32_t)ff_blen(f, i);
     *next = i + 1;
     if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || f->version < FMT_VERSION_2 ||
@@ -342,7 +342,7 @@ static int ff_block_is_hole(ff_file *f, uint64_t i, uint64_t *next)
         return 0;                      /* data, or a failure: data is the safe answer */
     for (uint64_t j = i; j < a + m && j < f->n_blocks; j++)
         if (f->blk[j].state == FF_CLEAN && j < f->n_stored) {
-            f->blk[j].off = (fmt2_slot_off(f->bs, j) + FMT_FRAME_HEADER_LEN) | FMT_ENTRY_ZERO;
+            f->blk[j].off = ff2_word_off(f, j) | FMT_ENTRY_ZERO;
             f->blk[j].word = m > 1 ? FMT2_RUN_WORD : len | FMT_RAW_BIT;
         }
     *next = a + m;

@@ -39,8 +39,6 @@ typedef struct {
 int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len);
 /* A padding frame over [at, end) (at least 8 bytes), its payload punched when punch. */
 int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch);
-/* Offset of block i's size word in its slot. */
-uint64_t ff2_word_off(const ff_file *f, uint64_t i);
 /* A sync (FF_DURABLE_* says which); every journal before it is dead once it returns. */
 int ff2_sync_for(ff_file *f, int durable);
 int ff2_sync(ff_file *f);
