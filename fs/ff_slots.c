@@ -199,18 +199,36 @@ static void ff2_mark_runs(const ff_file *f, ff2_frames *fr, uint64_t k, uint64_t
     }
 }
 
+/* A hole's data are never written: they must read as zeros already. Where an appended hole
+ * goes over bytes the file had (an old journal, the footer pair's area), those are zeroed and
+ * the zeros synced before any hole's head or end is written: a power loss could otherwise
+ * keep the head and end and lose the punch, and the hole would fail its checksum. */
+static int ff2_clear_old(ff_file *f, const ff2_frames *fr)
+{
+    for (uint64_t k = 0; k < fr->n; k++) {
+        if (fr->v[k].block < f->n_stored || fr->v[k].frame_len)
+            continue;
+        uint64_t at = fmt2_slot_off(f->bs, fr->v[k].block);
+        if (at >= f->v2.eof)
+            return 0;
+        int rc = fmt2_zero(f->fd, at, f->v2.eof - at);
+        return rc < 0 ? rc : fdatasync(f->fd) < 0 ? -errno : 0;
+    }
+    return 0;
+}
+
 /* Blocks at or past the stored ones: nothing lives in their slots but, at the start, the
  * old journal and footer. Holes in a row cost one small write per block (version 2) or per
  * group of blocks (version 3: hole runs). */
 static int ff2_write_appends(ff_file *f, ff2_frames *fr, uint64_t n, uint64_t tail)
 {
-    int rc = ff2_pad_old_last(f, n);
+    int rc = ff2_clear_old(f, fr);
+    rc = rc < 0 ? rc : ff2_pad_old_last(f, n);
     for (uint64_t k = 0; rc == 0 && k < fr->n;) {
         uint64_t run = fr->v[k].block >= f->n_stored ? ff2_hole_run(f, fr, k, n) : 0;
         if (run) {
             rc = fmt2_write_hole_run(f->fd, f->bs, fr->v[k].block, fr->v[k].block + run,
-                                     ff2_zsum(f, f->bs), f->v2.eof,
-                                     f->version >= FMT_VERSION_3);
+                                     ff2_zsum(f, f->bs), f->version >= FMT_VERSION_3);
             ff2_mark_runs(f, fr, k, run);
             k += run;
             continue;

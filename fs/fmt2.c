@@ -191,13 +191,12 @@ static int fmt2_write_holes(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_
     return rc;
 }
 
-int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum,
-                        uint64_t zero_end, int runs)
+int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum, int runs)
 {
-    uint64_t start = fmt2_slot_off(bs, a), g = fmt2_run_group(bs);
-    int rc = zero_end > start ? fmt2_zero(fd, start, zero_end - start) : 0;
+    uint64_t g = fmt2_run_group(bs);
+    int rc = 0;
     if (!runs || g < 2)
-        return rc < 0 ? rc : fmt2_write_holes(fd, bs, a, b, zsum);
+        return fmt2_write_holes(fd, bs, a, b, zsum);
     /* a run's head goes out with the end of the run before it when there is one */
     uint64_t prev = UINT64_MAX;
     uint32_t prev_m = 0;

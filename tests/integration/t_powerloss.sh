@@ -18,7 +18,7 @@
 # POWERLOSS_KEEP=DIR keeps what a failing seed needs to replay it (DIR/vV-sS: the empty store,
 # the record, the writers' logs and up to 20 failing states as they were before the open).
 # POWERLOSS_STATES states per format and seed (default 500, CI), POWERLOSS_OPS operations per
-# writer (default 150), POWERLOSS_SEEDS workload seeds (default 1), POWERLOSS_FORMATS the file
+# writer (default 150), POWERLOSS_SEEDS workload seeds (default "1 15"), POWERLOSS_FORMATS the file
 # versions written (default "2 3"; version 3's hole runs come from the writers' truncates
 # that extend a file by several blocks; version 1 fails here: docs/FORMAT.md 7.1 and 8, it
 # relies on the backing filesystem's ordering). Long form in the README.
@@ -26,10 +26,10 @@
 need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
 STATES=${POWERLOSS_STATES:-500}
 OPS=${POWERLOSS_OPS:-150}
-# Seed 15 (long form) found the shrink of a streaming writer's full commit (fixed); with 500
-# states it still finds 1-3 that read EIO: a hole written over the old footer pair's area,
-# whose punch a power loss lost while its head and tail stayed (docs/FORMAT.md 14 item 7).
-SEEDS=${POWERLOSS_SEEDS:-1}
+# Seed 15 found the shrink of a streaming writer's full commit, then a hole written over the
+# old footer pair's area whose punch a power loss lost while its head and end stayed
+# (docs/FORMAT.md 11.1 step 4.0; both fixed): it stays in the default run.
+SEEDS=${POWERLOSS_SEEDS:-1 15}
 FORMATS=${POWERLOSS_FORMATS:-2 3}
 PY="$(dirname "$0")/../powerloss.py"
 PRELOAD=$BUILD_DIR/plshim.so

@@ -450,7 +450,7 @@ static void scase_new(scase *c)
         free(d);
     }
     assert_int_equal(fmt2_write_hole_run(c->fd, BS, SC_FULL, SC_FULL + SC_HOLES,
-                                         fmt2_zero_sum(BS), 0, 0), 0);
+                                         fmt2_zero_sum(BS), 0), 0);
     c->end = fmt2_slot_off(BS, SC_N - 1) + c->flen[SC_N - 1];
     assert_int_equal(file_len(c->fd), c->end);
     free(fr);
@@ -844,7 +844,8 @@ static void test_holes_sparse(void **state)
     for (uint64_t off = FMT_MARKER_LEN; off < fmt2_slot_off(BS, n); off += 1 << 20)
         assert_int_equal(fmt_pwrite_all(fd, junk, 1 << 20, off), 0);
     uint64_t zero_end = fmt2_slot_off(BS, n) + (1 << 20) - 1;
-    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), zero_end, 0), 0);
+    assert_int_equal(fmt2_zero(fd, fmt2_slot_off(BS, 0), zero_end - fmt2_slot_off(BS, 0)), 0);
+    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), 0), 0);
     assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
                                      fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD, NULL), 0);
     uint64_t end = fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
@@ -866,7 +867,7 @@ static void test_holes_sparse(void **state)
 static uint64_t runs_file(int fd, uint64_t n, uint32_t last)
 {
     marker(fd);
-    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), 0, 1), 0);
+    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), 1), 0);
     uint64_t end = fmt2_slot_off(BS, n - 1) + last + FMT2_FRAME_OVERHEAD;
     assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, last, fmt2_zero_sum(last), end,
                                      NULL), 0);
