@@ -285,54 +285,132 @@ def tear(rnd):
     return keep
 
 
-def check(a):
-    rnd = random.Random(a.seed)
-    ops = read_plog(a.plog)
-    hist = {}
-    for name in sorted(os.listdir(a.logdir)):
-        if name.endswith(".jsonl"):
-            per = {}
-            for line in open(os.path.join(a.logdir, name)):
-                e = json.loads(line)
-                per.setdefault(e["f"], []).append(e)
-            for f, es in per.items():
-                hist[f] = FileHistory(es)
-    pts = crash_points(ops, a.states, rnd)
-    durable = {}                      # path -> bytearray: all before its last sync < point
-    last_sync = {}                    # path -> index of that sync
-    applied_to = 0                    # ops [0, applied_to) considered for durable
-    pending = {}                      # path -> op indices after its last sync
-    failures, n_states, n_files = [], 0, 0
-    state = os.path.join(a.work, "state")
-    out = os.path.join(a.work, "out")
-    os.makedirs(out, exist_ok=True)
-    for c in pts:
-        for i in range(applied_to, c):
-            typ, p = ops[i][0], ops[i][2]
-            pending.setdefault(p, []).append(i)
-            durable.setdefault(p, bytearray())
+def lost_punches(ops, rnd):
+    """Crash points for states that lose one fallocate (a punch or a reservation) alone and
+    keep every other unsynced call of its file: the backing filesystem may order a change of
+    its extents after the data written next to them. For each fallocate that later calls of
+    the same file follow before that file's next sync: a crash just before that sync, and
+    two at random points after the first of those calls (the later calls may have left
+    the file without a footer to trust)."""
+    specs = []
+    for f, op in enumerate(ops):
+        if op[0] != PL_FALLOC:
+            continue
+        nxt = [i for i in range(f + 1, len(ops)) if ops[i][2] == op[2]]
+        end = next((i for i in nxt if ops[i][0] == PL_SYNC), len(ops))
+        later = [i for i in nxt if i < end]
+        if later:
+            specs.append((end, "lose-one", f))
+            for _ in range(2):
+                specs.append((rnd.randint(later[0] + 1, end), "lose-one", f))
+    return specs
+
+
+class StateMaker:
+    """Builds the state a crash at point c leaves, for crash points in increasing order:
+    each file gets all it was sent before its last sync, then a part of the rest."""
+
+    def __init__(self, a, ops, hist):
+        self.a, self.ops, self.hist = a, ops, hist
+        self.durable = {}                 # path -> bytearray: all before its last sync < c
+        self.pending = {}                 # path -> op indices after its last sync
+        self.applied_to = 0               # ops [0, applied_to) are in durable or pending
+
+    def advance(self, c):
+        for i in range(self.applied_to, c):
+            typ, p = self.ops[i][0], self.ops[i][2]
+            self.pending.setdefault(p, []).append(i)
+            self.durable.setdefault(p, bytearray())
             if typ == PL_SYNC:
-                for j in pending[p]:
-                    apply(durable[p], ops[j])
-                pending[p] = []
-                last_sync[p] = i
-        applied_to = c
-        tc = ops[c - 1][1]
-        mode = rnd.choice(["none", "all", "half", "random", "torn"])
-        shutil.rmtree(state, ignore_errors=True)
-        shutil.copytree(a.base, state, symlinks=True)
-        files = sorted(p for p in durable if p in hist)
+                for j in self.pending[p]:
+                    apply(self.durable[p], self.ops[j])
+                self.pending[p] = []
+        self.applied_to = c
+
+    def write(self, state, mode, drop, rnd):
+        """Writes the files into state; returns their paths."""
+        ops = self.ops
+        files = sorted(p for p in self.durable if p in self.hist)
         for p in files:
-            img = bytearray(durable[p])
-            tail = [j for j in pending.get(p, []) if ops[j][0] != PL_SYNC]
-            keep_p = {"none": 0.0, "all": 1.0, "half": 0.5}.get(mode, rnd.random())
-            chosen = with_page_mates(ops, tail, [j for j in tail if rnd.random() < keep_p])
+            img = bytearray(self.durable[p])
+            tail = [j for j in self.pending.get(p, []) if ops[j][0] != PL_SYNC]
+            if mode == "lose-one":
+                chosen = [j for j in tail if j != drop]
+            else:
+                keep_p = {"none": 0.0, "all": 1.0, "half": 0.5}.get(mode, rnd.random())
+                chosen = with_page_mates(ops, tail, [j for j in tail if rnd.random() < keep_p])
             torn_at = rnd.choice(chosen) if mode == "torn" and chosen else None
             for j in chosen:
                 apply(img, ops[j], tear(rnd) if j == torn_at else None)
             os.makedirs(os.path.dirname(os.path.join(state, p)) or state, exist_ok=True)
             with open(os.path.join(state, p), "wb") as fh:
                 fh.write(img)
+        return files
+
+
+def check_state(a, hist, state, out, files, tc, where):
+    """Opens the files of a state as the daemon would; returns the failures."""
+    res = subprocess.run([a.plcheck, state, out] + files, capture_output=True, text=True)
+    if res.returncode != 0:
+        return ["%s: plcheck: %s" % (where, res.stderr.strip())]
+    failures, lines = [], res.stdout.split("\n")
+    for k, p in enumerate(files):
+        words = lines[k].split(" ", 2) if k < len(lines) else ["?", "error", "no line"]
+        at = "%s, file %s" % (where, p)
+        if words[1] != "ok":
+            failures.append("%s: %s" % (at, words[2]))
+            continue
+        data = open(os.path.join(out, str(k)), "rb").read()
+        why = check_content(hist[p], tc, data)
+        if why:
+            failures.append("%s: %s" % (at, why))
+            continue
+        with open(os.path.join(state, p), "rb") as fh:
+            if fh.read(4) != b"\x04\x22\x4d\x18" and not data.strip(b"\0"):
+                continue               # the zeros of a file whose writes were all lost
+        lz = subprocess.run(["lz4", "-dc", os.path.join(state, p)], capture_output=True)
+        if lz.returncode != 0 or lz.stdout != data:
+            failures.append("%s: lz4 -d of the backing file %s" % (
+                at, "fails" if lz.returncode else "differs from what the mount reads"))
+    return failures
+
+
+def read_history(logdir):
+    hist = {}
+    for name in sorted(os.listdir(logdir)):
+        if name.endswith(".jsonl"):
+            per = {}
+            for line in open(os.path.join(logdir, name)):
+                e = json.loads(line)
+                per.setdefault(e["f"], []).append(e)
+            for f, es in per.items():
+                hist[f] = FileHistory(es)
+    return hist
+
+
+def check(a):
+    rnd = random.Random(a.seed)
+    ops = read_plog(a.plog)
+    hist = read_history(a.logdir)
+    modes = ["none", "all", "half", "random", "torn"]
+    specs = [(c, rnd.choice(modes), None) for c in crash_points(ops, a.states, rnd)]
+    n_lose = 0
+    if a.lose_one:
+        lose = lost_punches(ops, random.Random(a.seed + 1))
+        n_lose = len(lose)
+        specs += lose
+    specs.sort(key=lambda x: (x[0], x[2] is not None))
+    maker = StateMaker(a, ops, hist)
+    failures, n_states, n_files = [], 0, 0
+    state = os.path.join(a.work, "state")
+    out = os.path.join(a.work, "out")
+    os.makedirs(out, exist_ok=True)
+    for c, mode, drop in specs:
+        maker.advance(c)
+        tc = ops[c - 1][1]
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.copytree(a.base, state, symlinks=True)
+        files = maker.write(state, mode, drop, rnd)
         n_states += 1
         for p in sorted(set(hist) - set(files)):
             if hist[p].allowed(tc)[1] >= 0:
@@ -343,35 +421,15 @@ def check(a):
         if a.keep:
             shutil.rmtree(state + ".pre", ignore_errors=True)
             shutil.copytree(state, state + ".pre")
-        n_fail = len(failures)
-        res = subprocess.run([a.plcheck, state, out] + files, capture_output=True, text=True)
-        if res.returncode != 0:
-            failures.append("state %d (point %d): plcheck: %s" % (n_states, c, res.stderr.strip()))
-            continue
-        lines = res.stdout.split("\n")
-        for k, p in enumerate(files):
-            n_files += 1
-            words = lines[k].split(" ", 2) if k < len(lines) else ["?", "error", "no line"]
-            where = "state %d (crash point %d/%d, %s), file %s" % (n_states, c, len(ops), mode, p)
-            if words[1] != "ok":
-                failures.append("%s: %s" % (where, words[2]))
-                continue
-            data = open(os.path.join(out, str(k)), "rb").read()
-            why = check_content(hist[p], tc, data)
-            if why:
-                failures.append("%s: %s" % (where, why))
-                continue
-            with open(os.path.join(state, p), "rb") as fh:
-                if fh.read(4) != b"\x04\x22\x4d\x18" and not data.strip(b"\0"):
-                    continue           # the zeros of a file whose writes were all lost
-            lz = subprocess.run(["lz4", "-dc", os.path.join(state, p)], capture_output=True)
-            if lz.returncode != 0 or lz.stdout != data:
-                failures.append("%s: lz4 -d of the backing file %s" % (
-                    where, "fails" if lz.returncode else "differs from what the mount reads"))
-        if a.keep and len(failures) > n_fail and len(os.listdir(a.keep)) < 20:
+        what = mode if drop is None else "call %d lost alone" % drop
+        where = "state %d (crash point %d/%d, %s)" % (n_states, c, len(ops), what)
+        found = check_state(a, hist, state, out, files, tc, where)
+        n_files += len(files)
+        failures += found
+        if a.keep and found and len(os.listdir(a.keep)) < 20:
             shutil.copytree(state + ".pre", os.path.join(a.keep, "state%d" % n_states))
-    print("powerloss: %d recorded calls, %d states, %d file checks, %d failures" % (
-        len(ops), n_states, n_files, len(failures)))
+    print("powerloss: %d recorded calls, %d states (%d of them lose one fallocate alone), "
+          "%d file checks, %d failures" % (len(ops), n_states, n_lose, n_files, len(failures)))
     for f in failures[:20]:
         print("  " + f)
     return 1 if failures else 0
@@ -392,6 +450,8 @@ def main():
     c.add_argument("--states", type=int, default=500)
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--keep", help="copy failing states (before the open) into this folder")
+    c.add_argument("--lose-one", action="store_true",
+                   help="also a state for each fallocate lost alone (lost_punches)")
     a = ap.parse_args()
     return workload(a) if a.cmd == "workload" else check(a)
 

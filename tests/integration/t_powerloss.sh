@@ -7,19 +7,22 @@
 # any order. Here the daemon runs with a recorder preloaded (tests/plshim.c) that logs every
 # write, truncate, fallocate and sync it makes to the backing files while writers append,
 # overwrite, truncate, reopen and fsync through the mount (tests/powerloss.py workload).
-# From that record, states are built at sync boundaries and random points: each file gets
-# all it was sent before its last sync, then none, all, half or a random part of the rest
-# (with the earlier writes to the same pages: the page cache writes a page whole), one write
-# possibly torn at a 512-byte boundary of the device. Each state is opened with the daemon's own
-# open and repair (tests/plcheck.c); every file must open and read, every record in it must
-# be one written there, never older than an acknowledged fsync promised, its size one the
-# writers made possible, and `lz4 -d` must give the same bytes.
+# From that record, states are built at sync boundaries and random points: each file gets all
+# it was sent before its last sync, then none, all, half or a random part of the rest (with
+# the earlier writes to the same pages: the page cache writes a page whole), one write
+# possibly torn at a 512-byte boundary of the device. Besides these random states, one state
+# per fallocate (a punch, a reservation) that loses it alone and keeps every later call of its
+# file up to that file's next sync: the backing filesystem may put a change of its extents on
+# the disk after the data written beside them. Each state is opened with the daemon's own open
+# and repair (tests/plcheck.c); every file must open and read, every record in it must be one
+# written there, never older than an acknowledged fsync promised, its size one the writers
+# made possible, and `lz4 -d` must give the same bytes.
 #
 # POWERLOSS_KEEP=DIR keeps what a failing seed needs to replay it (DIR/vV-sS: the empty store,
 # the record, the writers' logs and up to 20 failing states as they were before the open).
 # POWERLOSS_STATES states per format and seed (default 500, CI), POWERLOSS_OPS operations per
-# writer (default 150), POWERLOSS_SEEDS workload seeds (default "1 15"), POWERLOSS_FORMATS the file
-# versions written (default "2 3"; version 3's hole runs come from the writers' truncates
+# writer (default 150), POWERLOSS_SEEDS workload seeds (default "1 15"), POWERLOSS_FORMATS the
+# file versions written (default "2 3"; version 3's hole runs come from the writers' truncates
 # that extend a file by several blocks; version 1 fails here: docs/FORMAT.md 7.1 and 8, it
 # relies on the backing filesystem's ordering). Long form in the README.
 . "$(dirname "$0")/lib.sh"
@@ -57,7 +60,7 @@ run_format() {
     [ -n "$keep" ] && mkdir -p "$keep/states"
     if ! check_show "v$ver seed $seed: $STATES power-loss states open, read and keep what fsync promised" \
         python3 "$PY" check "$base" "$plog" "$logdir" "$BUILD_DIR/plcheck" "$WS/work-v$ver-s$seed" \
-        --states "$STATES" --seed "$seed" ${keep:+--keep "$keep/states"}; then
+        --states "$STATES" --seed "$seed" --lose-one ${keep:+--keep "$keep/states"}; then
         # what replays the failure: the empty store, the record, the writers' logs
         [ -n "$keep" ] && cp -a "$base" "$plog" "$logdir" "$keep/"
     fi
