@@ -193,3 +193,25 @@ void bc_forget_file(bc_cache *bc, uint64_t file_id)
         }
     pthread_mutex_unlock(&bc->lock);
 }
+
+void bc_forget(bc_cache *bc, uint64_t file_id, uint64_t key)
+{
+    pthread_mutex_lock(&bc->lock);
+    bc_slot *s = bc_find(bc, file_id, key);
+    if (s) {
+        bc_name(bc, s, 0, 0);
+        s->used = 0;
+    }
+    pthread_mutex_unlock(&bc->lock);
+}
+
+void bc_put(bc_cache *bc, uint64_t file_id, uint64_t key, const void *src, uint32_t len)
+{
+    uint32_t slot;
+    bc_forget(bc, file_id, key);
+    uint8_t *dst = bc_claim(bc, len, &slot);
+    if (!dst)
+        return;
+    memcpy(dst, src, len);
+    bc_publish(bc, slot, file_id, key, len);
+}

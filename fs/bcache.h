@@ -29,5 +29,10 @@ uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot);
 void bc_publish(bc_cache *bc, uint32_t slot, uint64_t file_id, uint64_t key, uint32_t len);
 uint32_t bc_slots(const bc_cache *bc);
 void bc_forget_file(bc_cache *bc, uint64_t file_id);
+/* Drops one name (a pinned slot keeps its bytes for its reply, under no name). */
+void bc_forget(bc_cache *bc, uint64_t file_id, uint64_t key);
+/* Caches a copy of len bytes as (file_id, key) in place of any older copy; nothing when
+ * every slot is pinned or len does not fit. */
+void bc_put(bc_cache *bc, uint64_t file_id, uint64_t key, const void *src, uint32_t len);
 
 #endif

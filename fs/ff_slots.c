@@ -369,6 +369,27 @@ int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
     return rc;
 }
 
+/* The decoded blocks cached for a slot rewritten in place are stale: each gets the block's
+ * new bytes instead, which the writer has at hand. A random writer (a database, fio) merges
+ * its next change into a block it rewrote from the cache rather than decoding the slot
+ * again. A shrink drops the whole file's: slots past the new end are reused later. */
+static void ff2_cache_rewritten(ff_file *f, const ff2_frames *fr, uint64_t n)
+{
+    if (n < f->n_stored) {
+        bc_forget_file(f->env->cache, f->id);
+        return;
+    }
+    for (uint64_t k = 0; k < fr->n && fr->v[k].block < f->n_stored; k++) {
+        const ff2_frame *e = &fr->v[k];
+        const ff_blk *b = &f->blk[e->block];
+        uint64_t key = ff2_word_off(f, e->block);
+        if (e->frame_len && b->state == FF_DIRTY)
+            bc_put(f->env->cache, f->id, key, b->buf, e->len);
+        else
+            bc_forget(f->env->cache, f->id, key);
+    }
+}
+
 /* The in-place part: slots that hold committed blocks. Reads decode outside the file's
  * lock, so they are kept out while the bytes under them change. A frame over a frame
  * punches only the pages the old one held (ff2_reserve_slots says why). */
@@ -383,7 +404,10 @@ int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t ta
                                        ff2_slot_end(f, e->block, n, tail), holes)
                    : ff2_write_frame(f, e, n, tail);
     }
-    bc_forget_file(f->env->cache, f->id);
+    if (rc == 0)
+        ff2_cache_rewritten(f, fr, n);
+    else
+        bc_forget_file(f->env->cache, f->id);
     pthread_rwlock_unlock(&f->io);
     return rc;
 }
