@@ -138,6 +138,30 @@ static void test_second_copy(void **state)
     bc_free(bc);
 }
 
+/* A block rewritten in place: its new bytes replace the cached ones even while the old copy
+ * is pinned for a reply (that reply keeps the old bytes, unnamed); bc_forget drops a name. */
+static void test_put_replaces(void **state)
+{
+    bc_cache *bc = bc_new(SLOT, 4);
+    uint8_t src[SLOT];
+    assert_int_equal(put(bc, 9, 1, 0x11), 1);
+    uint32_t pinned;
+    const uint8_t *old = bc_pin(bc, 9, 1, 0, SLOT, &pinned);
+    assert_non_null(old);
+    memset(src, 0x44, sizeof(src));
+    bc_put(bc, 9, 1, src, SLOT);
+    assert_int_equal(tag_of(bc, 9, 1), 0x44);
+    assert_int_equal(old[0], 0x11);            /* the reply being sent is untouched */
+    bc_unpin(bc, pinned);
+    assert_int_equal(tag_of(bc, 9, 1), 0x44);
+    bc_forget(bc, 9, 1);
+    assert_false(bc_has(bc, 9, 1));
+    bc_forget(bc, 9, 1);                       /* nothing named: nothing happens */
+    bc_put(bc, 9, 2, src, SLOT + 1);           /* longer than a slot: not cached */
+    assert_false(bc_has(bc, 9, 2));
+    bc_free(bc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +169,7 @@ int main(void)
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_claim_unnames),
         cmocka_unit_test(test_second_copy),
+        cmocka_unit_test(test_put_replaces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
