@@ -36,15 +36,20 @@ typedef struct {
     uint8_t *dec;                      /* one block decoded */
 } chk_ctx;
 
-__attribute__((format(printf, 2, 3))) static void chk_say(chk_ctx *c, const char *fmt, ...)
+void chk_vsay(chk_say_fn say, void *ctx, const char *fmt, va_list ap)
 {
     char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    if (say)
+        say(ctx, line);
+}
+
+__attribute__((format(printf, 2, 3))) static void chk_say(chk_ctx *c, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    chk_vsay(c->say, c->say_ctx, fmt, ap);
     va_end(ap);
-    if (c->say)
-        c->say(c->say_ctx, line);
 }
 
 static unsigned long long chk_ull(uint64_t v) { return (unsigned long long)v; }

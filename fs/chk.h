@@ -10,6 +10,7 @@
 #ifndef FPGALZ4FS_CHK_H
 #define FPGALZ4FS_CHK_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -58,6 +59,8 @@ typedef struct {
 
 /* Receives one line per finding or repair (no path, no newline). */
 typedef void (*chk_say_fn)(void *ctx, const char *line);
+/* Formats one such line and hands it to say (nothing when say is NULL). */
+void chk_vsay(chk_say_fn say, void *ctx, const char *fmt, va_list ap);
 
 /* Checks (and, as mode allows, repairs) the backing file open on fd (O_RDWR unless
  * CHK_CHECK), of the store whose superblock is store (NULL: unknown; then a version 2 file

@@ -29,13 +29,10 @@ typedef struct {
 
 __attribute__((format(printf, 2, 3))) static void chk2_say(chk2_ctx *c, const char *fmt, ...)
 {
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    chk_vsay(c->say, c->say_ctx, fmt, ap);
     va_end(ap);
-    if (c->say)
-        c->say(c->say_ctx, line);
 }
 
 static unsigned long long chk2_ull(uint64_t v) { return (unsigned long long)v; }

@@ -942,22 +942,6 @@ static void test_hole_runs_damaged(void **state)
 
 /* ---- through the ff_* API ---- */
 
-/* The stock command line tool must decode every file at rest (as test_fmt.c checks v1). */
-static void check_with_lz4_tool(const char *path, const uint8_t *want, size_t n)
-{
-    char cmd[160];
-    snprintf(cmd, sizeof(cmd), "lz4 -d -c -q %s", path);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return;
-    uint8_t *got = malloc(n + 1);
-    size_t g = fread(got, 1, n + 1, p);
-    assert_int_equal(pclose(p), 0);
-    assert_int_equal(g, n);
-    assert_memory_equal(got, want, n);
-    free(got);
-}
-
 static uint64_t path_len(const char *path, uint64_t *alloc)
 {
     struct stat st;
@@ -1022,7 +1006,7 @@ static void test_ff_roundtrip(void **state)
     close(fd);
     /* 5 MiB of text compresses well and the 2 MiB of holes take no room */
     assert_true(alloc < (3u << 20));
-    check_with_lz4_tool(fx->path, d, E_SIZE);
+    fx_check_lz4_tool(fx->path, d, E_SIZE);
     fx_check_lz4f(fx, d, E_SIZE);
     fx_check_read(fx, O_RDONLY, d, E_SIZE);
     fx_check_read(fx, O_RDWR, d, E_SIZE);
@@ -1060,7 +1044,7 @@ static void test_ff_small_rewrite(void **state)
     assert_true(path_len(fx->path, NULL) <= before + BS + (64u << 10));
     assert_int_equal(ff_release(f), 0);
     assert_true(path_len(fx->path, NULL) <= before + BS + (64u << 10));
-    check_with_lz4_tool(fx->path, d, E_SIZE);
+    fx_check_lz4_tool(fx->path, d, E_SIZE);
     fx_check_read(fx, O_RDONLY, d, E_SIZE);
     fx_check_read(fx, O_RDWR, d, E_SIZE);
     free(d);
