@@ -285,16 +285,17 @@ def tear(rnd):
     return keep
 
 
-def lost_punches(ops, rnd):
-    """Crash points for states that lose one fallocate (a punch or a reservation) alone and
-    keep every other unsynced call of its file: the backing filesystem may order a change of
-    its extents after the data written next to them. For each fallocate that later calls of
-    the same file follow before that file's next sync: a crash just before that sync, and
-    two at random points after the first of those calls (the later calls may have left
-    the file without a footer to trust)."""
+def lost_alone(ops, rnd):
+    """Crash points for states that lose one fallocate (a punch, a reservation) or one
+    truncate alone and keep every other unsynced call of its file: the backing filesystem
+    commits such changes of its extents and sizes in its journal, while a later overwrite of
+    blocks already allocated goes to the disk on its own. For each such call that later
+    calls of the same file follow before that file's next sync: a crash just before that
+    sync, and two at random points after the first of those calls (the later calls may have
+    left the file without a footer to trust)."""
     specs = []
     for f, op in enumerate(ops):
-        if op[0] != PL_FALLOC:
+        if op[0] not in (PL_FALLOC, PL_TRUNC):
             continue
         nxt = [i for i in range(f + 1, len(ops)) if ops[i][2] == op[2]]
         end = next((i for i in nxt if ops[i][0] == PL_SYNC), len(ops))
@@ -396,7 +397,7 @@ def check(a):
     specs = [(c, rnd.choice(modes), None) for c in crash_points(ops, a.states, rnd)]
     n_lose = 0
     if a.lose_one:
-        lose = lost_punches(ops, random.Random(a.seed + 1))
+        lose = lost_alone(ops, random.Random(a.seed + 1))
         n_lose = len(lose)
         specs += lose
     specs.sort(key=lambda x: (x[0], x[2] is not None))
@@ -428,7 +429,7 @@ def check(a):
         failures += found
         if a.keep and found and len(os.listdir(a.keep)) < 20:
             shutil.copytree(state + ".pre", os.path.join(a.keep, "state%d" % n_states))
-    print("powerloss: %d recorded calls, %d states (%d of them lose one fallocate alone), "
+    print("powerloss: %d recorded calls, %d states (%d of them lose one call alone), "
           "%d file checks, %d failures" % (len(ops), n_states, n_lose, n_files, len(failures)))
     for f in failures[:20]:
         print("  " + f)
@@ -451,7 +452,7 @@ def main():
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--keep", help="copy failing states (before the open) into this folder")
     c.add_argument("--lose-one", action="store_true",
-                   help="also a state for each fallocate lost alone (lost_punches)")
+                   help="also states that lose one fallocate or truncate alone (lost_alone)")
     a = ap.parse_args()
     return workload(a) if a.cmd == "workload" else check(a)
 

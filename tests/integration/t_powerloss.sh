@@ -10,13 +10,14 @@
 # From that record, states are built at sync boundaries and random points: each file gets all
 # it was sent before its last sync, then none, all, half or a random part of the rest (with
 # the earlier writes to the same pages: the page cache writes a page whole), one write
-# possibly torn at a 512-byte boundary of the device. Besides these random states, one state
-# per fallocate (a punch, a reservation) that loses it alone and keeps every later call of its
-# file up to that file's next sync: the backing filesystem may put a change of its extents on
-# the disk after the data written beside them. Each state is opened with the daemon's own open
-# and repair (tests/plcheck.c); every file must open and read, every record in it must be one
-# written there, never older than an acknowledged fsync promised, its size one the writers
-# made possible, and `lz4 -d` must give the same bytes.
+# possibly torn at a 512-byte boundary of the device. Besides these random states, states that
+# lose one fallocate (a punch, a reservation) or one truncate alone and keep every later call
+# of its file up to that file's next sync: the backing filesystem commits changes of extents
+# and sizes in its journal, while an overwrite of allocated blocks reaches the disk on its
+# own. Each state is opened with the daemon's own open and repair (tests/plcheck.c); every
+# file must open and read, every record in it must be one written there, never older than an
+# acknowledged fsync promised, its size one the writers made possible, and `lz4 -d` must give
+# the same bytes.
 #
 # POWERLOSS_KEEP=DIR keeps what a failing seed needs to replay it (DIR/vV-sS: the empty store,
 # the record, the writers' logs and up to 20 failing states as they were before the open).
