@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cred.h"
@@ -26,6 +27,7 @@
 #include "fmt.h"
 #include "inode.h"
 #include "log.h"
+#include "mounts.h"
 #include "ops.h"
 #include "sb.h"
 
@@ -41,6 +43,8 @@
 #define DM_CACHE_TIMEOUT_S 5.0
 #define DM_SIZES 16384u               /* logical sizes remembered past a forget (sizes.h) */
 #define DM_MSG_MAX 1024
+#define DM_LOCK_WAIT_MS 10000          /* for the daemon of the last unmount to let go */
+#define DM_LOCK_STEP_MS 20
 
 /* Options as given, kept as text so that every value is checked with a clear message. */
 struct dm_opts {
@@ -411,9 +415,25 @@ static int dm_read_super(struct fs_daemon *dm)
     }
 }
 
-static int dm_lock_store(struct fs_daemon *dm)
+/* An unmount returns before its daemon has synced and let go of the store: a mount right
+ * after it (umount; mount) waits for that daemon, up to DM_LOCK_WAIT_MS, while no mount of
+ * the store is up. A store that is mounted is refused at once. */
+static sb_error dm_lock_wait(struct fs_daemon *dm)
 {
     sb_error e = sb_lock(dm->fs.root_fd, &dm->lock_fd);
+    const struct timespec step = {0, DM_LOCK_STEP_MS * 1000000L};
+    for (int ms = 0; e == SB_ERR_LOCKED && ms < DM_LOCK_WAIT_MS; ms += DM_LOCK_STEP_MS) {
+        if (mt_source_mounted(dm->backing) != 0)
+            break;
+        nanosleep(&step, NULL);
+        e = sb_lock(dm->fs.root_fd, &dm->lock_fd);
+    }
+    return e;
+}
+
+static int dm_lock_store(struct fs_daemon *dm)
+{
+    sb_error e = dm_lock_wait(dm);
     if (e == SB_ERR_LOCKED)
         return dm_bad("%s is already mounted by another fpgalz4fs daemon (or checked by fsck)",
                       dm->backing);
