@@ -772,46 +772,6 @@ static int dm_mount(struct fs_daemon *dm)
     return 0;
 }
 
-/* Undoes mountinfo's octal escapes (a space is \040) in place. */
-static void dm_unescape(char *s)
-{
-    char *out = s;
-    for (; *s; s++) {
-        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-            s[3] >= '0' && s[3] <= '7') {
-            *out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-            s += 3;
-        } else {
-            *out++ = *s;
-        }
-    }
-    *out = '\0';
-}
-
-/* The device number of the newest mount on path, read from mountinfo: a stat of the
- * mountpoint would wait for the FUSE loop, which has not started yet. */
-static int dm_mount_dev(const char *path, unsigned *major, unsigned *minor)
-{
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return -1;
-    char line[PATH_MAX * 2 + 256], mnt[PATH_MAX * 2];
-    unsigned ma, mi;
-    int found = -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &ma, &mi, mnt) != 3)
-            continue;
-        dm_unescape(mnt);
-        if (strcmp(mnt, path) == 0) {
-            *major = ma;
-            *minor = mi;
-            found = 0;
-        }
-    }
-    fclose(f);
-    return found;
-}
-
 /* The kernel's readahead for a FUSE mount is the smaller of the daemon's max_readahead and
  * the mount's bdi setting, whose default (128 KiB) would cut every sequential read into
  * eight requests per 1 MiB block. The bdi exists once mounted, and INIT, which applies the
@@ -820,7 +780,7 @@ static void dm_raise_readahead(struct fs_daemon *dm)
 {
     unsigned ma, mi;
     char path[64];
-    if (dm_mount_dev(dm->mountpoint, &ma, &mi) != 0)
+    if (mt_mount_dev(dm->mountpoint, &ma, &mi) != 0)
         return;
     snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", ma, mi);
     int fd = open(path, O_WRONLY | O_CLOEXEC);

@@ -548,8 +548,10 @@ static int ff2_redo_journal(ff_file *f)
                                                          : f->v2.jp_tail, NULL);
     bc_forget_file(f->env->cache, f->id);
     pthread_rwlock_unlock(&f->io);
+    /* until a sync puts those slots on the disk, the journal stays their only durable copy:
+     * live, so that nothing overwrites or punches it first */
     if (rc == 0)
-        f->v2.j_pending = 0;
+        f->v2.j_pending = 0, f->v2.j_live = 1;
     free(buf);
     free(e);
     return rc;

@@ -1,9 +1,10 @@
-/* The kernel's table of mounts. An unmount returns before the daemon that served the store
- * has synced and let go of it, so a store that is locked with no mount of it up is one whose
- * daemon is finishing (or that fsck is checking): a new mount waits for it rather than
- * refusing (daemon.c). */
+/* The kernel's table of mounts, /proc/self/mountinfo. An unmount returns before the daemon
+ * that served the store has synced and let go of it, so a store that is locked with no mount
+ * of it up is one whose daemon is finishing (or that fsck is checking): a new mount waits for
+ * it rather than refusing (daemon.c). */
 #include "mounts.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ static char *mt_fuse_source(char *line)
 
 int mt_source_mounted(const char *source)
 {
-    FILE *mi = fopen("/proc/self/mountinfo", "r");
+    FILE *mi = fopen("/proc/self/mountinfo", "re");
     if (!mi)
         return -1;
     char *line = NULL, *src;
@@ -51,5 +52,27 @@ int mt_source_mounted(const char *source)
         found = (src = mt_fuse_source(line)) != NULL && strcmp(src, source) == 0;
     free(line);
     fclose(mi);
+    return found;
+}
+
+int mt_mount_dev(const char *path, unsigned *major, unsigned *minor)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char line[PATH_MAX * 2 + 256], mnt[PATH_MAX * 2];
+    unsigned ma, mi;
+    int found = -1;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &ma, &mi, mnt) != 3)
+            continue;
+        mt_unescape(mnt);
+        if (strcmp(mnt, path) == 0) {
+            *major = ma;
+            *minor = mi;
+            found = 0;
+        }
+    }
+    fclose(f);
     return found;
 }

@@ -191,6 +191,10 @@ run_size() {
 larger_blocks() {
     BLOCK_SIZE=1M BACKING="$WS/store-big" MNT="$WS/mnt-big"
     check "mount a 1M store" mount_store
+    # the daemon raises the mount's readahead, found by its device in the mount table, from
+    # the kernel's 128 KiB so that a sequential reader asks for whole 1 MiB blocks
+    check_eq "the mount's readahead is 1024 KiB" 1024 \
+        "$(cat "/sys/class/bdi/$(mountpoint -d "$MNT")/read_ahead_kb" 2>&1)"
     gen_file "$WS/big-src" $((9 << 20)) mixed 9
     cp "$WS/big-src" "$MNT/big"
     check "unmount the 1M store" umount_store
