@@ -111,9 +111,10 @@ int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint3
 int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                       uint32_t len, uint64_t end, uint64_t holes_from);
 /* Writes whole-block holes in slots [a, b), each followed by another slot. From a's slot on
- * the file must read as zeros already (the caller zeroes old bytes there first). runs 0 (version 2): one write of the bytes between two blocks' data per block. runs 1
- * (version 3): the holes of each group form one hole run (FORMAT.md 9.5.1) where there are
- * at least two of them. */
+ * the file must read as zeros already (the caller zeroes old bytes there first). runs 0
+ * (version 2): one write of the bytes between two blocks' data per block. runs 1 (version
+ * 3): the holes of each group form one hole run (FORMAT.md 9.5.1) where there are at least
+ * two of them. */
 int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum, int runs);
 
 /* ---- hole runs, format version 3 (FORMAT.md 9.5.1; fmt2_run.c) ----

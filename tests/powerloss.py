@@ -311,8 +311,8 @@ class StateMaker:
     """Builds the state a crash at point c leaves, for crash points in increasing order:
     each file gets all it was sent before its last sync, then a part of the rest."""
 
-    def __init__(self, a, ops, hist):
-        self.a, self.ops, self.hist = a, ops, hist
+    def __init__(self, ops, hist):
+        self.ops, self.hist = ops, hist
         self.durable = {}                 # path -> bytearray: all before its last sync < c
         self.pending = {}                 # path -> op indices after its last sync
         self.applied_to = 0               # ops [0, applied_to) are in durable or pending
@@ -401,7 +401,7 @@ def check(a):
         n_lose = len(lose)
         specs += lose
     specs.sort(key=lambda x: (x[0], x[2] is not None))
-    maker = StateMaker(a, ops, hist)
+    maker = StateMaker(ops, hist)
     failures, n_states, n_files = [], 0, 0
     state = os.path.join(a.work, "state")
     out = os.path.join(a.work, "out")

@@ -102,6 +102,19 @@ def last_ack(path, key):
         pass
     return v
 
+def rounds(log, r):
+    """Round numbers after r, each logged as "begin R" before it is written."""
+    while True:
+        r += 1
+        log_line(log, "begin %d" % r)
+        yield r
+
+def open_rw(path):
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        sys.exit(0)          # the daemon is gone
+
 cmd, a = sys.argv[1], sys.argv[2:]
 
 if cmd == "appender":
@@ -137,14 +150,8 @@ if cmd == "appender":
 elif cmd == "overwriter":
     # rewrites the whole file with round r's content, fsync, records "ack r" (and "begin r")
     path, log = a
-    r = last_ack(log, "begin") or 0
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        sys.exit(0)
-    while True:
-        r += 1
-        log_line(log, "begin %d" % r)
+    fd = open_rw(path)
+    for r in rounds(log, last_ack(log, "begin") or 0):
         try:
             data = over_content(r)
             # in a few page-aligned pieces, as applications do
@@ -160,16 +167,13 @@ elif cmd == "sparse":
     # pages are written at its new end and into the holes, then fsync; "w R OFF" before each
     # write, "ack R SIZE" once the fsync returned. Every page names its offset and round.
     path, log, seed = a[0], a[1], int(a[2])
-    r = last_ack(log, "begin") or 0
     rnd = random.Random(seed)
+    fd = open_rw(path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(fd).st_size
     except OSError:
         sys.exit(0)
-    while True:
-        r += 1
-        log_line(log, "begin %d" % r)
+    for r in rounds(log, last_ack(log, "begin") or 0):
         try:
             if size < LIMIT // 2:
                 size += rnd.randint(3, 20) * 65536 + rnd.randint(0, 15) * PAGE
@@ -196,9 +200,7 @@ elif cmd == "sqlwriter":
         r = db.execute("SELECT coalesce(max(id), 0) FROM t").fetchone()[0]
     except sqlite3.Error:
         sys.exit(0)          # the daemon is gone
-    while True:
-        r += 1
-        log_line(log, "begin %d" % r)
+    for r in rounds(log, r):
         try:
             db.execute("BEGIN")
             db.execute("INSERT INTO t(id, v) VALUES(?, ?)", (r, "row %d " % r * 20))
