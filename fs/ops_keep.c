@@ -5,7 +5,8 @@
  * - OP_KEEP_FAILED, a file whose last commit failed (a full disk): with the writeback cache
  *   the kernel keeps the size and pages that were written until it forgets the inode, and a
  *   page it evicts would then read back as zeros. The state stays, serving reads and trying
- *   its commit again at every later release, until the kernel forgets the inode or unmount.
+ *   its commit again at every later release, until the kernel forgets the inode, its last
+ *   name is removed, or unmount.
  *   At most OP_RETAIN_MAX files are kept, holding one descriptor each; their unstored
  *   blocks stay counted against mem_mb.
  * - OP_KEEP_WARM, a file committed whole, kept for its next open: a log appended with `>>`
@@ -207,13 +208,16 @@ void op_end_retention(struct op_fs *fs, struct in_inode *n)
     pthread_mutex_unlock(&n->lock);
 }
 
-/* The name just removed was n's last: a warm state goes now, with its descriptor, so that
- * the space of the deleted file is given back at once, not at the kernel's forget. */
+/* The name just removed was n's last: a kept state of either kind goes now, with its
+ * descriptor, so that the space of the deleted file is given back at once, not at the
+ * kernel's forget. The kernel sends that forget on its own schedule, and anything that holds
+ * the inode (an O_PATH descriptor, a busy dentry) delays it; nothing can open the file again
+ * meanwhile, so data a failed close kept are no use to anyone. */
 void op_drop_removed(struct op_fs *fs, struct in_inode *n)
 {
     pthread_mutex_lock(&n->lock);
     int err = 0;
-    if (n->retained == OP_KEEP_WARM && n->open_count == 0 && n->file && op_deleted(n->file))
+    if (n->retained != OP_KEEP_NONE && n->open_count == 0 && n->file && op_deleted(n->file))
         op_free_file(fs, n, &err);
     pthread_mutex_unlock(&n->lock);
 }

@@ -278,6 +278,31 @@ if check "mount again once space is freed" mount_store; then
     # 50 tries, 30 s at most
     check "closefail2: stored when the kernel forgets the inode" within forget_then_stored
     py ack closefail2
+
+    # A file whose close failed, then deleted while something holds its inode (an O_PATH
+    # descriptor: no open, so no release, and no forget while it lasts): its kept data and
+    # descriptor go with its last name, so its space comes back when rm returns.
+    touch "$MNT/closefail3"
+    fill_rest
+    kept_before=$(grep -c "stay in memory until" "$(last_log)")
+    check_show "closefail3: close fails on a full disk" py closefail closefail3
+    check "closefail3: close reported the full disk" grep -Eq '"closefail3": "(ENOSPC|EIO)"' "$STATE"
+    kept_more() { [ "$(grep -c 'stay in memory until' "$(last_log)")" -gt "$kept_before" ]; }
+    check "closefail3: the daemon keeps its data" within kept_more
+    check "closefail3: removing its last name drops the kept data at once, inode still held" \
+        python3 -c '
+import os, sys
+path, log = sys.argv[1], sys.argv[2]
+said = lambda: open(log).read().count("went with the deleted file")
+held = os.open(path, os.O_PATH)
+before = said()
+os.unlink(path)
+after = said()
+os.close(held)
+print("log lines before and after the unlink:", before, after)
+sys.exit(0 if after == before + 1 else 1)' "$MNT/closefail3" "$(last_log)"
+    py drop closefail3
+    free_space
     check "unmount" umount_store
     check "mount again" mount_store
     check "files kept after a failed close are intact after a remount" py verify
