@@ -313,6 +313,7 @@ int ff2_empty(ff_file *f);
 void ff2_rollback(ff_file *f);
 int ff2_promise(ff_file *f);
 int ff2_release(ff_file *f);
+int ff2_pair_rest(ff_file *f);     /* ff_pair.c: a pair over one block left at the last close */
 int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size);
 int ff2_may_have_lost_power(const ff_env *env, uint64_t ctime_ns);
 uint64_t ff_max_size(const ff_file *f);

@@ -11,15 +11,21 @@
 #include "ff_slots.h"
 
 /* The pair's area is two halves, each a quarter larger than the journal that laid it out
- * plus 2 KiB, so that journals that grow a little from commit to commit still fit; but the
- * whole area stays under one block, so that slots, area and pair keep within two blocks of
- * the logical size (FORMAT.md 13), as the small journal of 11.1 does. 0: no half fits a
- * journal of jlen bytes. */
+ * plus 2 KiB, so that journals that grow a little from commit to commit still fit. The whole
+ * area stays under one block, so that slots, area and pair keep within two blocks of the
+ * logical size (FORMAT.md 13) as the small journal of 11.1 does, or under an eighth of the
+ * slots before it: random writes with an fsync every few (a database on a large file) make
+ * journals of many blocks, which would otherwise pay two syncs and two changes of length per
+ * commit. A file keeps an area over one block only while it is open (ff2_pair_rest). 0: no
+ * half fits a journal of jlen bytes behind n slots. */
 #define FF2_PAIR_SLACK 2048u
 #define FF2_PAIR_ZEROS (32u << 10)     /* the most opening the pair writes ahead of a journal */
-static uint64_t ff2_pair_half(uint32_t bs, uint64_t jlen)
+#define FF2_PAIR_SMALL(bs) ((uint64_t)(bs) / 2 - FMT2_PAIR_LEN)
+static uint64_t ff2_pair_half(uint32_t bs, uint64_t n, uint64_t jlen)
 {
-    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = (bs / 2 - FMT2_PAIR_LEN);
+    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = fmt2_slot_off(bs, n) / 16;
+    if (most < FF2_PAIR_SMALL(bs))
+        most = FF2_PAIR_SMALL(bs);
     uint64_t half = (want < most ? want : most) / FMT2_PAIR_LEN * FMT2_PAIR_LEN;
     return jlen + 8 <= half ? half : 0;    /* room for the padding behind it */
 }
@@ -35,7 +41,7 @@ int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
     uint32_t n_j;
     int promised;
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
-    int yes = e && (t->durable || promised) && ff2_pair_half(f->bs, fmt2_journal_len(e, n_j));
+    int yes = e && (t->durable || promised) && ff2_pair_half(f->bs, t->n, fmt2_journal_len(e, n_j));
     free(e);
     return yes;
 }
@@ -82,7 +88,7 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen
      * It is zeroed here, on the disk with the pair commit's sync. */
     if (rc == 0 && (uint64_t)st.st_size >= tail + FMT2_FOOTER_LEN)
         rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
-    uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, jlen);
+    uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, n, jlen);
     uint64_t end = area + 2 * half;
     if (rc == 0 && end < (uint64_t)st.st_size)
         end = (uint64_t)st.st_size;
@@ -223,7 +229,7 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (last->block + 1 == t->n)
         flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
     uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
-    if (!flen || !ff2_pair_half(f->bs, jlen))
+    if (!flen || !ff2_pair_half(f->bs, t->n, jlen))
         return 1;
     int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen), unfilled = 1;
     if (rc == 0 && (unfilled = ff2_pair_prefill(f)) < 0)
@@ -247,4 +253,15 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (rc < 0)
         f->v2.paired = 0;
     return rc;
+}
+
+/* The last handle is gone and the daemon keeps the file's state for its next open: a pair
+ * whose area is over one block is left as the last release leaves any pair (sync, then the
+ * footer behind the slots), so that a file at rest keeps within two blocks of its logical
+ * size (FORMAT.md 13). */
+int ff2_pair_rest(ff_file *f)
+{
+    if (!f->v2.paired || f->v2.half <= FF2_PAIR_SMALL(f->bs))
+        return 0;
+    return ff2_release(f);
 }

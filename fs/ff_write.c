@@ -318,6 +318,18 @@ int ff_flush(ff_file *f, int durable)
     return rc;
 }
 
+int ff_flush_last(ff_file *f)
+{
+    int rc = ff_lock_charged(f);
+    if (rc < 0)
+        return rc;
+    rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
+    if (rc == 0 && !f->foreign && f->version >= FMT_VERSION_2 && !f->env->opt.read_only)
+        rc = ff2_pair_rest(f);
+    ff_unlock_charged(f);
+    return rc;
+}
+
 /* Zeroes [off, end) of an own file: whole blocks become holes, the edges are rewritten. */
 static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
 {

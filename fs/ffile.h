@@ -92,6 +92,9 @@ int ff_truncate(ff_file *f, off_t size);
 enum { FF_DURABLE_NONE = 0, FF_DURABLE_DATA = 1, FF_DURABLE_ALL = 2 };
 /* Makes every write so far part of the backing file, as durable as asked (FF_DURABLE_*). */
 int ff_flush(ff_file *f, int durable);
+/* ff_flush at the last close of a file whose state stays for its next open: it also leaves
+ * what only an open file may keep (a footer pair larger than a file at rest may end with). */
+int ff_flush_last(ff_file *f);
 /* mode as fallocate(2): 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE,
  * FALLOC_FL_ZERO_RANGE; others give -EOPNOTSUPP. */
 int ff_fallocate(ff_file *f, int mode, off_t off, off_t len);

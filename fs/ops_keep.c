@@ -146,7 +146,7 @@ static int op_keep_warm(struct op_fs *fs, struct in_inode *n)
 int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
 {
     int deleted = op_deleted(n->file);
-    *err = deleted ? 0 : ff_flush(n->file, 0);
+    *err = deleted ? 0 : ff_flush_last(n->file);
     if (*err && n->retained == OP_KEEP_FAILED)
         return 0;                      /* kept already, by the retention's own pin */
     if (*err ? op_retain(fs, n, *err) : !deleted && op_keep_warm(fs, n))

@@ -28,7 +28,8 @@
 # leave a backing file of at most size/200 that reads as zeros; a truncate to 999999999999999
 # either fails with EFBIG or EINVAL (size unchanged) or succeeds (stat shows it), and the
 # daemon answers a stat within 10 s afterwards. And durable rewrites of one block sync once
-# each (w_sync_once).
+# each (w_sync_once), and so do durable rewrites of several blocks of a large file
+# (w_sync_many).
 #
 # Short form (CI) by default: 1M blocks; 300 lines, 200 fsynced appends, 200 transactions
 # per database, fio over 8 MiB, 30 edits of an 8 MiB file, a 64 MiB file for the commit cost.
@@ -320,31 +321,49 @@ w_commit() {
 # unmount's clean mark twice; the build before made two or three a commit). Then the file
 # reads back, and once the daemon let it go it ends with one footer and no journal.
 REWRITES=${GROWTH_REWRITES:-60}
+# REWRITE_PY FILE OFF ROUNDS [K STRIDE]: ROUNDS rounds, each rewriting 13 bytes at OFF and at
+# K - 1 more places STRIDE bytes apart, then an fsync
 REWRITE_PY='import os, sys
 fd = os.open(sys.argv[1], os.O_RDWR)
 off, n = int(sys.argv[2]), int(sys.argv[3])
+k, stride = (int(sys.argv[4]), int(sys.argv[5])) if len(sys.argv) > 5 else (1, 0)
 for i in range(n):
-    os.pwrite(fd, b"rewrite %06d;" % i, off + 17 * (i % 50))
+    for j in range(k):
+        os.pwrite(fd, b"rewrite %06d;" % i, off + j * stride + 17 * (i % 50))
     os.fsync(fd)
 os.close(fd)'
-w_sync_once() {
-    local bsb spid syncs pairs
-    bsb=$(numfmt --from=iec "$BS")
-    fresh_store sync || return
+# records_file FILE BYTES: compressible database-like rows
+records_file() {
     python3 -c 'import sys
 out = b"".join(b"row %08d: name-%d, value %d\n" % (i, i % 977, i * 7919 % 100003) for i in range(int(sys.argv[2]) // 16))
-open(sys.argv[1], "wb").write(out[:int(sys.argv[2])])' "$REF/db.txt" $((3 * bsb))
-    check "[$BS] sync: write three blocks of records, fsync" bash -c "cp '$REF/db.txt' '$MNT/db.txt'"
-    at_rest "$MNT/db.txt"
+open(sys.argv[1], "wb").write(out[:int(sys.argv[2])])' "$1" "$2"
+}
+# syncs_traced WHAT: starts strace on the daemon's fsync and fdatasync calls (SYNC_PID)
+syncs_traced() {
     if [ -z "$DAEMON_PID" ]; then
-        fail_check "[$BS] sync: the daemon's pid is known" "DAEMON_PID=''"
+        fail_check "[$BS] $1: the daemon's pid is known" "DAEMON_PID=''"
         umount_store
-        return
+        return 1
     fi
     strace -f -qq -e trace=fsync,fdatasync -o "$WS/sync.strace" -p "$DAEMON_PID" 2>"$WS/strace.err" &
-    spid=$!
-    BG_PIDS+=("$spid")
+    SYNC_PID=$!
+    BG_PIDS+=("$SYNC_PID")
     sleep 1
+}
+# syncs_counted: stops that strace and prints how many syncs it saw
+syncs_counted() {
+    kill "$SYNC_PID" 2>/dev/null
+    wait "$SYNC_PID" 2>/dev/null
+    grep -c -E 'f(data)?sync\(' "$WS/sync.strace"
+}
+w_sync_once() {
+    local bsb syncs pairs
+    bsb=$(numfmt --from=iec "$BS")
+    fresh_store sync || return
+    records_file "$REF/db.txt" $((3 * bsb))
+    check "[$BS] sync: write three blocks of records, fsync" bash -c "cp '$REF/db.txt' '$MNT/db.txt'"
+    at_rest "$MNT/db.txt"
+    syncs_traced sync || return
     check "[$BS] sync: $REWRITES rewrites of block 1, each followed by fsync" \
         python3 -c "$REWRITE_PY" "$MNT/db.txt" $((bsb + 100)) "$REWRITES"
     pairs=$(stat_of "$(stats "$MNT")" pair_commits)
@@ -354,9 +373,7 @@ open(sys.argv[1], "wb").write(out[:int(sys.argv[2])])' "$REF/db.txt" $((3 * bsb)
     check "[$BS] sync: lz4 -d -c of the backing file, closed but kept, equals the reference" \
         lz4d_equals "$BACKING/db.txt" "$REF/db.txt"
     check "[$BS] sync: unmount" umount_store
-    kill "$spid" 2>/dev/null
-    wait "$spid" 2>/dev/null
-    syncs=$(grep -c -E 'f(data)?sync\(' "$WS/sync.strace")
+    syncs=$(syncs_counted)
     check_show "[$BS] sync: the daemon synced at most $((REWRITES + 5)) times (strace: $syncs)" \
         bash -c "cat '$WS/strace.err'; [ '$syncs' -ge '$REWRITES' ] && [ '$syncs' -le $((REWRITES + 5)) ]"
     check_show "[$BS] sync: at least $((REWRITES - 2)) commits went through the footer pair (pair_commits $pairs)" \
@@ -366,6 +383,51 @@ open(sys.argv[1], "wb").write(out[:int(sys.argv[2])])' "$REF/db.txt" $((3 * bsb)
     check "[$BS] sync: unmount" umount_store
     check_show "[$BS] sync: no journal at rest" no_journal db.txt
     check "[$BS] sync: lz4 -d -c of the backing file equals the reference" lz4d_equals "$BACKING/db.txt" "$REF/db.txt"
+}
+
+# SYNC_ROUNDS rounds of random-write-like commits in a 64-block file: each changes
+# SYNC_SPREAD blocks 10 apart, then fsync, as a database on a large file does. Their
+# journals are several blocks long, over the half block a small footer pair holds; the
+# pair grows for them while the file is open (docs/FORMAT.md 11.6), so each still syncs once
+# (the build before synced twice and changed the file's length twice). Once closed, with
+# its state kept by the daemon, the file is within two blocks of its logical size again.
+SYNC_ROUNDS=${GROWTH_SYNC_ROUNDS:-30} SYNC_SPREAD=6
+# released CMD...: CMD holds within 5 s (the release that follows a close reaches the daemon
+# asynchronously), then once more with its output
+released() {
+    local i
+    for i in $(seq 1 50); do
+        "$@" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    "$@"
+}
+w_sync_many() {
+    local bsb syncs pairs
+    bsb=$(numfmt --from=iec "$BS")
+    fresh_store spread || return
+    records_file "$REF/big.txt" $((64 * bsb))
+    check "[$BS] spread: write 64 blocks of records" bash -c "cp '$REF/big.txt' '$MNT/big.txt'"
+    at_rest "$MNT/big.txt"
+    syncs_traced spread || return
+    check "[$BS] spread: $SYNC_ROUNDS rounds, each rewriting $SYNC_SPREAD blocks, then fsync" \
+        python3 -c "$REWRITE_PY" "$MNT/big.txt" 100 "$SYNC_ROUNDS" "$SYNC_SPREAD" $((10 * bsb))
+    pairs=$(stat_of "$(stats "$MNT")" pair_commits)
+    python3 -c "$REWRITE_PY" "$REF/big.txt" 100 "$SYNC_ROUNDS" "$SYNC_SPREAD" $((10 * bsb))
+    check_show "[$BS] spread: closed but kept, the backing file is within 2 blocks of its logical size" \
+        released apparent_ok big.txt
+    check_show "[$BS] spread: closed but kept, its footer names no journal" released no_journal big.txt
+    check "[$BS] spread: lz4 -d -c of the backing file, closed but kept, equals the reference" \
+        lz4d_equals "$BACKING/big.txt" "$REF/big.txt"
+    check "[$BS] spread: unmount" umount_store
+    syncs=$(syncs_counted)
+    check_show "[$BS] spread: the daemon synced at most $((SYNC_ROUNDS + 6)) times (strace: $syncs)" \
+        bash -c "cat '$WS/strace.err'; [ '$syncs' -ge '$SYNC_ROUNDS' ] && [ '$syncs' -le $((SYNC_ROUNDS + 6)) ]"
+    check_show "[$BS] spread: at least $((SYNC_ROUNDS - 2)) commits went through the footer pair (pair_commits $pairs)" \
+        test "${pairs:-0}" -ge $((SYNC_ROUNDS - 2))
+    check "[$BS] spread: mount again" mount_store engine=sw
+    check "[$BS] spread: the file reads back" cmp "$REF/big.txt" "$MNT/big.txt"
+    check "[$BS] spread: unmount" umount_store
 }
 
 # ------------------------------------------------------------------------------ holes
@@ -565,10 +627,14 @@ for BS in $BLOCK_SIZES; do
     w_edit
     w_commit
     w_sync_once
+    w_sync_many
     w_holes
 done
 # holes are cheap: the short form checks 64 KiB blocks too, where one page per block would
 # cost 6.25 % of a hole's size (FORMAT.md 9.5.1)
-case " $BLOCK_SIZES " in *" 64K "*) ;; *) BS=64K; say "==== block size 64K (holes only)"; w_holes ;; esac
+case " $BLOCK_SIZES " in
+*" 64K "*) ;;
+*) BS=64K; say "==== block size 64K (holes and spread commits only)"; w_holes; w_sync_many ;;
+esac
 
 finish
