@@ -3,6 +3,7 @@
  * file's last release puts it at rest (one footer behind the slots, no journal, no pair). */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ff_slots.h"
@@ -118,12 +119,18 @@ void ff2_set_new(ff_file *f)
 }
 
 /* Truncating to nothing: back to the marker, then a footer of nothing. A crash in between
- * leaves the marker alone, which opens as an empty file. */
+ * leaves the marker alone, which opens as an empty file. The cut is synced before the footer
+ * goes over what was slot 0: a power loss may keep that overwrite and lose the cut (ext4
+ * journals the length, not the overwrite), and the old footers at the old end would then
+ * name a slot 0 that is now a footer (EIO where the old content, or nothing, was due). */
 int ff2_empty(ff_file *f)
 {
+    struct stat st;
     if (f->v2.j_live && fdatasync(f->fd) < 0)
         return -errno;
-    if (ftruncate(f->fd, FMT_MARKER_LEN) < 0)
+    if (fstat(f->fd, &st) < 0 || ftruncate(f->fd, FMT_MARKER_LEN) < 0)
+        return -errno;
+    if ((uint64_t)st.st_size > FMT_MARKER_LEN + FMT2_FOOTER_LEN && fdatasync(f->fd) < 0)
         return -errno;
     fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, f->v2.seq + 1, 0, 0};
     int rc = fmt2_footer_write(f->fd, FMT_MARKER_LEN, &ft);

@@ -44,7 +44,7 @@ def parse_record(b, fid, idx):
 
 # ------------------------------------------------------------------------------- workload
 
-def writer(mnt, logdir, w, seed, n_ops):
+def writer(mnt, logdir, w, seed, n_ops, zeros):
     rnd = random.Random(seed * 1000 + w)
     names = ["w%d_%d" % (w, k) for k in range(2)]
     fids = [w * 2 + k for k in range(2)]
@@ -82,6 +82,8 @@ def writer(mnt, logdir, w, seed, n_ops):
             # runs (docs/FORMAT.md 9.5.1) that later writes land in and split
             up = rnd.randint(1, 300) if rnd.random() < 0.5 else rnd.randint(3000, 20000)
             new = rnd.randint(0, nrec[k]) if rnd.random() < 0.7 else nrec[k] + up
+            if zeros and rnd.random() < zeros:
+                new = 0                # O_TRUNC, `>`: back to nothing (FORMAT.md 11.2)
             os.ftruncate(fds[k], new * REC)
             e.update(op="truncate", size=new)
             nrec[k] = new
@@ -102,7 +104,7 @@ def workload(a):
         pid = os.fork()
         if pid == 0:
             try:
-                writer(a.mnt, a.logdir, w, a.seed, a.ops)
+                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros)
                 os._exit(0)
             except Exception as ex:  # the test reads this line
                 print("writer %d: %r" % (w, ex), file=sys.stderr)
@@ -445,6 +447,8 @@ def main():
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--writers", type=int, default=3)
     w.add_argument("--ops", type=int, default=150)
+    w.add_argument("--zeros", type=float, default=0.0,
+                   help="the share of truncates that cut the file to nothing")
     c = sub.add_parser("check")
     for x in ("base", "plog", "logdir", "plcheck", "work"):
         c.add_argument(x)
