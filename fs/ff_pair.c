@@ -41,7 +41,8 @@ int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
     uint32_t n_j;
     int promised;
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
-    int yes = e && (t->durable || promised) && ff2_pair_half(f->bs, t->n, fmt2_journal_len(e, n_j));
+    int yes = e && (t->durable || promised) &&
+              ff2_pair_half(f->bs, t->n, fmt2_journal_len(e, n_j));
     free(e);
     return yes;
 }

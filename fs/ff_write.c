@@ -307,13 +307,18 @@ int ff_truncate(ff_file *f, off_t size)
     return rc;
 }
 
+static int ff_flush_locked(ff_file *f, int durable)
+{
+    return f->foreign ? (durable ? ff_sync_for(f, durable) : 0)
+                      : ff_commit(f, durable, FF_COMMIT_FULL);
+}
+
 int ff_flush(ff_file *f, int durable)
 {
     int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
-    rc = f->foreign ? (durable ? ff_sync_for(f, durable) : 0)
-                    : ff_commit(f, durable, FF_COMMIT_FULL);
+    rc = ff_flush_locked(f, durable);
     ff_unlock_charged(f);
     return rc;
 }
@@ -323,7 +328,7 @@ int ff_flush_last(ff_file *f)
     int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
-    rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
+    rc = ff_flush_locked(f, 0);
     if (rc == 0 && !f->foreign && f->version >= FMT_VERSION_2 && !f->env->opt.read_only)
         rc = ff2_pair_rest(f);
     ff_unlock_charged(f);
