@@ -3,7 +3,7 @@
 
   powerloss.py workload MNT LOGDIR --seed S --writers W --ops N
       Writers (one process each, two files each) append, overwrite, truncate, reopen and
-      fsync through the mount, writing self-describing 64-byte records, and log every
+      fsync through the mount (with --falloc, also punch holes and zero ranges), writing self-describing 64-byte records, and log every
       operation with its monotonic start and end times.
 
   powerloss.py check BASE PLOG LOGDIR PLCHECK WORK --states N --seed S
@@ -17,7 +17,7 @@
       is one the writer made possible, and that `lz4 -d` of the backing file gives the same
       bytes. Prints a summary; exits 1 on any failure, naming the state and the file.
 """
-import argparse, json, os, random, shutil, struct, subprocess, sys, time, zlib
+import argparse, ctypes, json, os, random, shutil, struct, subprocess, sys, time, zlib
 
 REC = 64
 MAGIC = b"PLR1"
@@ -44,7 +44,27 @@ def parse_record(b, fid, idx):
 
 # ------------------------------------------------------------------------------- workload
 
-def writer(mnt, logdir, w, seed, n_ops, zeros):
+def fallocate(fd, mode, off, length):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, mode, off, length) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def zero_range(rnd, fd, nrec):
+    """A punched hole or a zeroed range over records, from somewhere in the file to maybe
+    past its end (extending it when the mode does): the log entry's fields, and the size."""
+    start = rnd.randrange(nrec)
+    n = rnd.randint(1, 40) if rnd.random() < 0.6 else rnd.randint(200, 3000)
+    mode = rnd.choice([FL_PUNCH_HOLE | FL_KEEP_SIZE, FL_ZERO_RANGE | FL_KEEP_SIZE,
+                       FL_ZERO_RANGE])
+    fallocate(fd, mode, start * REC, n * REC)
+    keep = bool(mode & FL_KEEP_SIZE)
+    return {"op": "zero", "start": start, "n": n, "keep": keep}, nrec if keep else max(nrec, start + n)
+
+
+def writer(mnt, logdir, w, seed, n_ops, zeros, falloc):
     rnd = random.Random(seed * 1000 + w)
     names = ["w%d_%d" % (w, k) for k in range(2)]
     fids = [w * 2 + k for k in range(2)]
@@ -63,7 +83,10 @@ def writer(mnt, logdir, w, seed, n_ops, zeros):
         ver += 1
         e = {"f": names[k], "fid": fids[k], "ver": ver}
         t0 = time.monotonic_ns()
-        if r < 0.38 or nrec[k] == 0:
+        if falloc and nrec[k] and rnd.random() < falloc:
+            z, nrec[k] = zero_range(rnd, fds[k], nrec[k])
+            e.update(z)
+        elif r < 0.38 or nrec[k] == 0:
             n = rnd.randint(1, 40) if rnd.random() < 0.85 else rnd.randint(200, 2500)
             put(k, nrec[k], n, ver)
             e.update(op="write", start=nrec[k], n=n)
@@ -104,7 +127,7 @@ def workload(a):
         pid = os.fork()
         if pid == 0:
             try:
-                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros)
+                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros, a.falloc)
                 os._exit(0)
             except Exception as ex:  # the test reads this line
                 print("writer %d: %r" % (w, ex), file=sys.stderr)
@@ -183,6 +206,12 @@ class FileHistory:
                 cur[e["start"]:end] = [e["ver"]] * e["n"]
             elif e["op"] == "truncate":
                 cur = cur[:e["size"]] + [0] * max(0, e["size"] - len(cur))
+            elif e["op"] == "zero":
+                end = e["start"] + e["n"]
+                if not e["keep"] and end > len(cur):
+                    cur.extend([0] * (end - len(cur)))
+                end = min(end, len(cur))
+                cur[e["start"]:end] = [0] * max(0, end - e["start"])
             self.states.append(list(cur))
 
     def allowed(self, tc):
@@ -205,6 +234,11 @@ class FileHistory:
                     while len(allow) <= r:
                         allow.append({0})
                     allow[r].add(e["ver"])
+            elif e["op"] == "zero":
+                for r in range(e["start"], min(e["start"] + e["n"], len(st))):
+                    while len(allow) <= r:
+                        allow.append({0})
+                    allow[r].add(0)
             elif e["op"] == "truncate":
                 for r in range(e["size"], len(allow)):
                     allow[r].add(0)
@@ -449,6 +483,8 @@ def main():
     w.add_argument("--ops", type=int, default=150)
     w.add_argument("--zeros", type=float, default=0.0,
                    help="the share of truncates that cut the file to nothing")
+    w.add_argument("--falloc", type=float, default=0.0,
+                   help="the share of operations that punch a hole or zero a range")
     c = sub.add_parser("check")
     for x in ("base", "plog", "logdir", "plcheck", "work"):
         c.add_argument(x)

@@ -25,7 +25,10 @@
 # writer (default 150), POWERLOSS_SEEDS workload seeds (default "1 15"), POWERLOSS_FORMATS the
 # file versions written (default "2 3"; version 3's hole runs come from the writers' truncates
 # that extend a file by several blocks; version 1 fails here: docs/FORMAT.md 7.1 and 8, it
-# relies on the backing filesystem's ordering). Long form in the README.
+# relies on the backing filesystem's ordering), POWERLOSS_ZERO_SEEDS seeds of a workload
+# whose writers often cut files to nothing (default "3"), POWERLOSS_FALLOC_SEEDS seeds of one
+# whose writers also punch holes and zero ranges (default "5"); both version 3 only. Long form
+# in the README.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
 STATES=${POWERLOSS_STATES:-500}
@@ -34,7 +37,8 @@ OPS=${POWERLOSS_OPS:-150}
 # old footer pair's area whose punch a power loss lost while its head and end stayed
 # (docs/FORMAT.md 11.1 step 4.0; both fixed): it stays in the default run.
 SEEDS=${POWERLOSS_SEEDS:-1 15}
-ZERO_SEEDS=${POWERLOSS_ZERO_SEEDS:-3 4}
+ZERO_SEEDS=${POWERLOSS_ZERO_SEEDS:-3}
+FALLOC_SEEDS=${POWERLOSS_FALLOC_SEEDS:-5}
 FORMATS=${POWERLOSS_FORMATS:-2 3}
 PY="$(dirname "$0")/../powerloss.py"
 PRELOAD=$BUILD_DIR/plshim.so
@@ -46,19 +50,20 @@ elif ldd "$DAEMON" | grep -q libtsan; then
     finish
 fi
 
-# run_format VER SEED [ZEROS]: ZEROS, the share of the writers' truncates that cut a file to
-# nothing (0 unless given)
+# run_format VER SEED [ZEROS [FALLOC]]: ZEROS, the share of the writers' truncates that cut a
+# file to nothing; FALLOC, the share of their operations that punch a hole or zero a range
+# (0 unless given)
 run_format() {
-    local ver=$1 seed=$2 zeros=${3:-0} id="v$1-s$2${3:+-z$3}" m="$WS/mnt"
+    local ver=$1 seed=$2 zeros=${3:-0} falloc=${4:-0} id="v$1-s$2${3:+-z$3}${4:+-f$4}" m="$WS/mnt"
     local b="$WS/store-$id" base="$WS/base-$id" logdir="$WS/wl-$id" plog="$WS/plog-$id"
     mkdir -p "$b" "$logdir"
     format_store "$b" -b 64K >/dev/null || return 1
     cp -a "$b" "$base"
     LD_PRELOAD="$PRELOAD" PLSHIM_LOG="$plog" PLSHIM_ROOT="$b" \
         mount_at "$b" "$m" "engine=sw,file_version=$ver" || { fail_check "v$ver: mount" "$LAST_MOUNT_OUT"; return 1; }
-    local what="v$ver seed $seed${3:+, $3 of truncates to nothing}"
+    local what="v$ver seed $seed${3:+, $3 of truncates to nothing}${4:+, $4 of operations zeroing}"
     check "$what: 3 writers, $OPS operations each, through the mount" \
-        python3 "$PY" workload "$m" "$logdir" --seed "$seed" --writers 3 --ops "$OPS" --zeros "$zeros"
+        python3 "$PY" workload "$m" "$logdir" --seed "$seed" --writers 3 --ops "$OPS" --zeros "$zeros" --falloc "$falloc"
     check "$what: unmount" umount_at "$m" "$DAEMON_PID"
     check "$what: the recorder logged the daemon's calls" test -s "$plog"
     local keep=${POWERLOSS_KEEP:+$POWERLOSS_KEEP/$id}
@@ -83,6 +88,11 @@ done
 # build before that fails these on most seeds, in the states that lose the cut alone.
 for seed in $ZERO_SEEDS; do
     run_format 3 "$seed" 0.6
+done
+# Holes punched and ranges zeroed by the writers (fallocate through the mount), into
+# committed blocks, partial blocks and past the end.
+for seed in $FALLOC_SEEDS; do
+    run_format 3 "$seed" 0.2 0.12
 done
 
 # ---- the clean mark and the daemon's own check (FORMAT.md 1.5, 11.4 step 4)
