@@ -3,8 +3,9 @@
 
   powerloss.py workload MNT LOGDIR --seed S --writers W --ops N
       Writers (one process each, two files each) append, overwrite, truncate, reopen and
-      fsync through the mount (with --falloc, also punch holes and zero ranges), writing self-describing 64-byte records, and log every
-      operation with its monotonic start and end times.
+      fsync through the mount (more cuts to nothing with --zeros; holes punched and ranges
+      zeroed with --falloc; appends of megabytes with --big), writing self-describing
+      64-byte records, and log every operation with its monotonic start and end times.
 
   powerloss.py check BASE PLOG LOGDIR PLCHECK WORK --states N --seed S
       Builds N states a power loss may leave from the daemon's record (tests/plshim.c) over
@@ -64,7 +65,7 @@ def zero_range(rnd, fd, nrec):
     return {"op": "zero", "start": start, "n": n, "keep": keep}, nrec if keep else max(nrec, start + n)
 
 
-def writer(mnt, logdir, w, seed, n_ops, zeros, falloc):
+def writer(mnt, logdir, w, seed, n_ops, zeros, falloc, big):
     rnd = random.Random(seed * 1000 + w)
     names = ["w%d_%d" % (w, k) for k in range(2)]
     fids = [w * 2 + k for k in range(2)]
@@ -88,6 +89,8 @@ def writer(mnt, logdir, w, seed, n_ops, zeros, falloc):
             e.update(z)
         elif r < 0.38 or nrec[k] == 0:
             n = rnd.randint(1, 40) if rnd.random() < 0.85 else rnd.randint(200, 2500)
+            if big and rnd.random() < big:
+                n = rnd.randint(8000, 40000)   # 0.5-2.5 MiB: the writer streams bricks
             put(k, nrec[k], n, ver)
             e.update(op="write", start=nrec[k], n=n)
             nrec[k] += n
@@ -127,7 +130,7 @@ def workload(a):
         pid = os.fork()
         if pid == 0:
             try:
-                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros, a.falloc)
+                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros, a.falloc, a.big)
                 os._exit(0)
             except Exception as ex:  # the test reads this line
                 print("writer %d: %r" % (w, ex), file=sys.stderr)
@@ -485,6 +488,8 @@ def main():
                    help="the share of truncates that cut the file to nothing")
     w.add_argument("--falloc", type=float, default=0.0,
                    help="the share of operations that punch a hole or zero a range")
+    w.add_argument("--big", type=float, default=0.0,
+                   help="the share of appends that write 0.5-2.5 MiB at once")
     c = sub.add_parser("check")
     for x in ("base", "plog", "logdir", "plcheck", "work"):
         c.add_argument(x)

@@ -27,8 +27,9 @@
 # that extend a file by several blocks; version 1 fails here: docs/FORMAT.md 7.1 and 8, it
 # relies on the backing filesystem's ordering), POWERLOSS_ZERO_SEEDS seeds of a workload
 # whose writers often cut files to nothing (default "3"), POWERLOSS_FALLOC_SEEDS seeds of one
-# whose writers also punch holes and zero ranges (default "5"); both version 3 only. Long form
-# in the README.
+# whose writers also punch holes and zero ranges (default "5"), POWERLOSS_BIG_SEEDS seeds of
+# one whose writers append megabytes at once (default none); version 3 only. Long form in
+# the README.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
 STATES=${POWERLOSS_STATES:-500}
@@ -39,6 +40,7 @@ OPS=${POWERLOSS_OPS:-150}
 SEEDS=${POWERLOSS_SEEDS:-1 15}
 ZERO_SEEDS=${POWERLOSS_ZERO_SEEDS:-3}
 FALLOC_SEEDS=${POWERLOSS_FALLOC_SEEDS:-5}
+BIG_SEEDS=${POWERLOSS_BIG_SEEDS:-}
 FORMATS=${POWERLOSS_FORMATS:-2 3}
 PY="$(dirname "$0")/../powerloss.py"
 PRELOAD=$BUILD_DIR/plshim.so
@@ -50,20 +52,23 @@ elif ldd "$DAEMON" | grep -q libtsan; then
     finish
 fi
 
-# run_format VER SEED [ZEROS [FALLOC]]: ZEROS, the share of the writers' truncates that cut a
-# file to nothing; FALLOC, the share of their operations that punch a hole or zero a range
-# (0 unless given)
+# run_format VER SEED [TAG WORKLOAD-OPTION...]: a workload with more of one kind of operation
+# than the default mix (powerloss.py workload --help), named TAG; RUN_OPS operations per
+# writer when set, else OPS
 run_format() {
-    local ver=$1 seed=$2 zeros=${3:-0} falloc=${4:-0} id="v$1-s$2${3:+-z$3}${4:+-f$4}" m="$WS/mnt"
+    local ver=$1 seed=$2 tag=${3:-} ops=${RUN_OPS:-$OPS}
+    shift 2
+    [ $# -gt 0 ] && shift
+    local id="v$ver-s$seed${tag:+-$tag}" m="$WS/mnt"
     local b="$WS/store-$id" base="$WS/base-$id" logdir="$WS/wl-$id" plog="$WS/plog-$id"
     mkdir -p "$b" "$logdir"
     format_store "$b" -b 64K >/dev/null || return 1
     cp -a "$b" "$base"
     LD_PRELOAD="$PRELOAD" PLSHIM_LOG="$plog" PLSHIM_ROOT="$b" \
         mount_at "$b" "$m" "engine=sw,file_version=$ver" || { fail_check "v$ver: mount" "$LAST_MOUNT_OUT"; return 1; }
-    local what="v$ver seed $seed${3:+, $3 of truncates to nothing}${4:+, $4 of operations zeroing}"
-    check "$what: 3 writers, $OPS operations each, through the mount" \
-        python3 "$PY" workload "$m" "$logdir" --seed "$seed" --writers 3 --ops "$OPS" --zeros "$zeros" --falloc "$falloc"
+    local what="v$ver seed $seed${tag:+ ($tag: $*)}"
+    check "$what: 3 writers, $ops operations each, through the mount" \
+        python3 "$PY" workload "$m" "$logdir" --seed "$seed" --writers 3 --ops "$ops" "$@"
     check "$what: unmount" umount_at "$m" "$DAEMON_PID"
     check "$what: the recorder logged the daemon's calls" test -s "$plog"
     local keep=${POWERLOSS_KEEP:+$POWERLOSS_KEEP/$id}
@@ -87,12 +92,17 @@ done
 # the disk before the empty file's footer goes over the old slot 0 (FORMAT.md 11.2); the
 # build before that fails these on most seeds, in the states that lose the cut alone.
 for seed in $ZERO_SEEDS; do
-    run_format 3 "$seed" 0.6
+    run_format 3 "$seed" cuts --zeros 0.6
 done
 # Holes punched and ranges zeroed by the writers (fallocate through the mount), into
 # committed blocks, partial blocks and past the end.
 for seed in $FALLOC_SEEDS; do
-    run_format 3 "$seed" 0.2 0.12
+    run_format 3 "$seed" holes --zeros 0.2 --falloc 0.12
+done
+# Appends of 0.5-2.5 MiB at once, which the writer streams in bricks (FORMAT.md 11.2), in
+# fewer operations: their record is large and its states slow to build (long form only).
+for seed in $BIG_SEEDS; do
+    RUN_OPS=60 run_format 3 "$seed" big --big 0.25
 done
 
 # ---- the clean mark and the daemon's own check (FORMAT.md 1.5, 11.4 step 4)
