@@ -356,8 +356,23 @@ syncs_counted() {
     wait "$SYNC_PID" 2>/dev/null
     grep -c -E 'f(data)?sync\(' "$WS/sync.strace"
 }
+# syncs_judged WHAT FILE ROUNDS MOST PAIRS: unmount; the daemon synced ROUNDS to MOST times,
+# at least ROUNDS - 2 commits (PAIRS) went through the footer pair; FILE reads back after a
+# mount, and is unmounted again
+syncs_judged() {
+    local what=$1 file=$2 rounds=$3 most=$4 pairs=$5 syncs
+    check "[$BS] $what: unmount" umount_store
+    syncs=$(syncs_counted)
+    check_show "[$BS] $what: the daemon synced at most $most times (strace: $syncs)" \
+        bash -c "cat '$WS/strace.err'; [ '$syncs' -ge '$rounds' ] && [ '$syncs' -le $most ]"
+    check_show "[$BS] $what: at least $((rounds - 2)) commits went through the footer pair (pair_commits $pairs)" \
+        test "${pairs:-0}" -ge $((rounds - 2))
+    check "[$BS] $what: mount again" mount_store engine=sw
+    check "[$BS] $what: the file reads back" cmp "$REF/$file" "$MNT/$file"
+    check "[$BS] $what: unmount" umount_store
+}
 w_sync_once() {
-    local bsb syncs pairs
+    local bsb pairs
     bsb=$(numfmt --from=iec "$BS")
     fresh_store sync || return
     records_file "$REF/db.txt" $((3 * bsb))
@@ -372,15 +387,7 @@ w_sync_once() {
     # which the stock lz4 reads through (docs/FORMAT.md 9.10)
     check "[$BS] sync: lz4 -d -c of the backing file, closed but kept, equals the reference" \
         lz4d_equals "$BACKING/db.txt" "$REF/db.txt"
-    check "[$BS] sync: unmount" umount_store
-    syncs=$(syncs_counted)
-    check_show "[$BS] sync: the daemon synced at most $((REWRITES + 5)) times (strace: $syncs)" \
-        bash -c "cat '$WS/strace.err'; [ '$syncs' -ge '$REWRITES' ] && [ '$syncs' -le $((REWRITES + 5)) ]"
-    check_show "[$BS] sync: at least $((REWRITES - 2)) commits went through the footer pair (pair_commits $pairs)" \
-        test "${pairs:-0}" -ge $((REWRITES - 2))
-    check "[$BS] sync: mount again" mount_store engine=sw
-    check "[$BS] sync: the file reads back" cmp "$REF/db.txt" "$MNT/db.txt"
-    check "[$BS] sync: unmount" umount_store
+    syncs_judged sync db.txt "$REWRITES" $((REWRITES + 5)) "$pairs"
     check_show "[$BS] sync: no journal at rest" no_journal db.txt
     check "[$BS] sync: lz4 -d -c of the backing file equals the reference" lz4d_equals "$BACKING/db.txt" "$REF/db.txt"
 }
@@ -403,7 +410,7 @@ released() {
     "$@"
 }
 w_sync_many() {
-    local bsb syncs pairs
+    local bsb pairs
     bsb=$(numfmt --from=iec "$BS")
     fresh_store spread || return
     records_file "$REF/big.txt" $((64 * bsb))
@@ -419,15 +426,7 @@ w_sync_many() {
     check_show "[$BS] spread: closed but kept, its footer names no journal" released no_journal big.txt
     check "[$BS] spread: lz4 -d -c of the backing file, closed but kept, equals the reference" \
         lz4d_equals "$BACKING/big.txt" "$REF/big.txt"
-    check "[$BS] spread: unmount" umount_store
-    syncs=$(syncs_counted)
-    check_show "[$BS] spread: the daemon synced at most $((SYNC_ROUNDS + 6)) times (strace: $syncs)" \
-        bash -c "cat '$WS/strace.err'; [ '$syncs' -ge '$SYNC_ROUNDS' ] && [ '$syncs' -le $((SYNC_ROUNDS + 6)) ]"
-    check_show "[$BS] spread: at least $((SYNC_ROUNDS - 2)) commits went through the footer pair (pair_commits $pairs)" \
-        test "${pairs:-0}" -ge $((SYNC_ROUNDS - 2))
-    check "[$BS] spread: mount again" mount_store engine=sw
-    check "[$BS] spread: the file reads back" cmp "$REF/big.txt" "$MNT/big.txt"
-    check "[$BS] spread: unmount" umount_store
+    syncs_judged spread big.txt "$SYNC_ROUNDS" $((SYNC_ROUNDS + 6)) "$pairs"
 }
 
 # ------------------------------------------------------------------------------ holes
