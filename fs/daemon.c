@@ -71,6 +71,7 @@ struct dm_opts {
     int foreground;                    /* -f (or -d) */
     int read_only;                     /* -o ro, unless a later -o rw */
     int noacl;                         /* -o noacl, unless a later -o acl */
+    int nodirect;                      /* -o nodirect_writes, unless a later direct_writes */
     int help;                          /* -h, --help */
     int version;                       /* -V, --version */
 };
@@ -119,7 +120,7 @@ struct fs_daemon {
 };
 
 enum { DM_KEY_HELP, DM_KEY_VERSION, DM_KEY_FG, DM_KEY_DEBUG, DM_KEY_RO, DM_KEY_RW, DM_KEY_ACL,
-       DM_KEY_NOACL };
+       DM_KEY_NOACL, DM_KEY_DIRECT, DM_KEY_NODIRECT };
 
 #define DM_OPT(templ, field) {templ, offsetof(struct dm_opts, field), 0}
 
@@ -152,6 +153,8 @@ static const struct fuse_opt dm_specs[] = {
     FUSE_OPT_KEY("rw", DM_KEY_RW),
     FUSE_OPT_KEY("acl", DM_KEY_ACL),
     FUSE_OPT_KEY("noacl", DM_KEY_NOACL),
+    FUSE_OPT_KEY("direct_writes", DM_KEY_DIRECT),
+    FUSE_OPT_KEY("nodirect_writes", DM_KEY_NODIRECT),
     /* What mount(8) and fstab may pass that libfuse does not know: access-time policy is
      * the kernel's for a FUSE mount, and the rest concern mount(8) itself. */
     FUSE_OPT_KEY("diratime", FUSE_OPT_KEY_DISCARD),
@@ -207,6 +210,9 @@ static void dm_usage(FILE *out)
             "                         with builds that read only up to that version (3)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
             "  acl, noacl             POSIX ACLs stored and enforced, or refused (acl)\n"
+            "  direct_writes, nodirect_writes\n"
+            "                         a file created or opened write-only with O_TRUNC is\n"
+            "                         written past the page cache, or through it (direct)\n"
             "\n"
             "Standard mount and FUSE options pass through, among them:\n"
             "  ro, rw, allow_other, allow_root, default_permissions (always on), dev, nodev,\n"
@@ -248,6 +254,10 @@ static int dm_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
     case DM_KEY_ACL:
     case DM_KEY_NOACL:
         o->noacl = key == DM_KEY_NOACL;
+        return 0;
+    case DM_KEY_DIRECT:
+    case DM_KEY_NODIRECT:
+        o->nodirect = key == DM_KEY_NODIRECT;
         return 0;
     case FUSE_OPT_KEY_NONOPT:
         if (!o->backing)
@@ -756,6 +766,7 @@ static int dm_mount(struct fs_daemon *dm)
     dm->fs.backing = dm->backing;
     dm->fs.read_only = dm->opt.read_only;
     dm->fs.acl = !dm->opt.noacl;
+    dm->fs.direct_writes = !dm->opt.nodirect;
     dm->fs.uid = geteuid();
     dm->fs.gid = getegid();
     dm->fs.timeout = DM_CACHE_TIMEOUT_S;

@@ -31,6 +31,14 @@
 
 typedef struct in_table in_table;
 
+/* How the open handles of a regular file use the kernel's page cache (ops_direct.c). */
+enum {
+    IN_CACHE_PAGES = 0,                /* cached handles only; pages stay valid across opens */
+    IN_CACHE_DIRECT,                   /* direct handles are open: every new handle is one */
+    IN_CACHE_STALE,                    /* the direct handles are gone: the next cached open
+                                          drops the pages an mmap may have left */
+};
+
 struct in_key {
     dev_t dev;                         /* backing st_dev */
     ino_t ino;                         /* backing st_ino */
@@ -52,6 +60,9 @@ struct in_inode {
     unsigned open_count;               /* open handles of a regular file */
     unsigned writers;                  /* those of them opened for writing: only while
                                           there are some can the kernel hold dirty pages */
+    int cache_mode;                    /* IN_CACHE_*: how handles use the page cache
+                                          (ops_direct.c) */
+    unsigned direct_handles;           /* open handles that bypass it */
     ff_file *file;                     /* shared open state while open_count > 0 or while
                                           retained, else NULL */
     int retained;                      /* OP_KEEP_*: the file outlives its last release

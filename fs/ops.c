@@ -22,14 +22,15 @@ struct op_fs *op_fs(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-/* A regular file's handle is its inode's shared ff_file, tagged in bit 0 (free: the state
- * is malloc'ed) when the handle was opened for writing, since flush requests do not carry
- * the open flags. */
+/* A regular file's handle is its inode's shared ff_file, tagged in its low bits (free: the
+ * state is malloc'ed) with what flush and release requests do not carry: whether the handle
+ * was opened for writing, and whether it bypasses the page cache (ops_direct.c). */
 #define OP_FH_WRITES 1u
+#define OP_FH_DIRECT 2u
 
 static ff_file *op_file(const struct fuse_file_info *fi)
 {
-    return (ff_file *)(uintptr_t)(fi->fh & ~(uint64_t)OP_FH_WRITES);
+    return (ff_file *)(uintptr_t)(fi->fh & ~(uint64_t)(OP_FH_WRITES | OP_FH_DIRECT));
 }
 
 static int op_handle_writes(const struct fuse_file_info *fi)
@@ -898,7 +899,8 @@ static int op_writable(const struct fuse_file_info *fi)
 
 static uint64_t op_fh(ff_file *f, const struct fuse_file_info *fi)
 {
-    return (uintptr_t)f | (op_writable(fi) ? OP_FH_WRITES : 0u);
+    return (uintptr_t)f | (op_writable(fi) ? OP_FH_WRITES : 0u) |
+           (fi->direct_io ? OP_FH_DIRECT : 0u);
 }
 
 static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi)
@@ -912,6 +914,7 @@ static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_
         err = ff_truncate(n->file, 0);
     if (!err) {
         op_unwarm(fs, n);
+        op_cache_open(fs, n, fi, 0);
         n->open_count++;
         n->writers += op_writable(fi);
         fi->fh = op_fh(n->file, fi);
@@ -922,9 +925,6 @@ static int op_open_inode(struct op_fs *fs, struct in_inode *n, struct fuse_file_
     pthread_mutex_unlock(&n->lock);
     if (err)
         in_unpin(fs->tab, n);
-    /* The daemon is the only writer of the backing files: cached pages stay valid from
-     * one open to the next. */
-    fi->keep_cache = 1;
     return err;
 }
 
@@ -958,6 +958,7 @@ static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entr
         n->file = f;
         ff_set_reopen_arg(f, n, O_RDWR);
     }
+    op_cache_open(fs, n, fi, 1);
     n->open_count++;
     n->writers += op_writable(fi);
     n->xattr_none = op_xattr_bit("security.capability");   /* nothing gives a new file one */
@@ -965,7 +966,6 @@ static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entr
     ff_get_mtime(n->file, &e->attr.st_mtim);
     fi->fh = op_fh(n->file, fi);
     pthread_mutex_unlock(&n->lock);
-    fi->keep_cache = 1;
     e->ino = in_nodeid(fs->tab, n);
     e->attr_timeout = fs->timeout;
     e->entry_timeout = fs->timeout;
@@ -1064,8 +1064,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
                      struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    int err = op_log(fs, "write", in_get(fs->tab, ino), NULL,
-                     ff_write(op_file(fi), buf, size, off));
+    struct in_inode *n = in_get(fs->tab, ino);
+    int err = (fi->fh & OP_FH_DIRECT) ? op_direct_kill_privs(fs, req, ino, n) : 0;
+    err = op_log(fs, "write", n, NULL, err ? err : ff_write(op_file(fi), buf, size, off));
     if (err)
         fuse_reply_err(req, -err);
     else
@@ -1098,10 +1099,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 /* The last handle's release commits and frees the shared state, under the inode lock so
  * that a new open waits for the commit instead of opening a second state. */
-static int op_release_inode(struct op_fs *fs, struct in_inode *n, int writable)
+static int op_release_inode(struct op_fs *fs, struct in_inode *n, int writable, int direct)
 {
     int err = 0, kept = 0;
     pthread_mutex_lock(&n->lock);
+    op_cache_release(n, direct);
     if (n->open_count > 0)
         n->open_count--;
     if (writable && n->writers > 0)
@@ -1120,7 +1122,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
     /* The kernel ignores release errors; the log keeps them. */
-    op_log(fs, "release", n, NULL, op_release_inode(fs, n, op_writable(fi)));
+    op_log(fs, "release", n, NULL, op_release_inode(fs, n, op_writable(fi),
+                                                        (fi->fh & OP_FH_DIRECT) != 0));
     fuse_reply_err(req, 0);
 }
 

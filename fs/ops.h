@@ -44,6 +44,9 @@ struct op_fs {
     unsigned warm;                     /* how many */
     dr_bound dirs;                     /* directory streams held by open listings */
     sz_cache *sizes;                   /* logical sizes of closed files (NULL: none) */
+    int direct_writes;                 /* new content is written past the page cache
+                                          (ops_direct.c; -o nodirect_writes turns it off) */
+    _Atomic uint64_t direct_opens;     /* handles opened so (counter direct_opens) */
 };
 
 /* Lets open files close idle backing descriptors (ff_options.fd_max) and reopen them by

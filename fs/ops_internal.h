@@ -27,6 +27,13 @@ void op_end_retention(struct op_fs *fs, struct in_inode *n);
 void op_drop_removed(struct op_fs *fs, struct in_inode *n);
 int op_keeps_any(struct op_fs *fs);
 
+/* ops_direct.c: page cache or direct handles (in_inode.cache_mode); under n->lock. Sets
+ * fi->direct_io and fi->keep_cache for a handle about to open (created: by this create). */
+void op_cache_open(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi, int created);
+void op_cache_release(struct in_inode *n, int direct);
+/* Before a write through a direct handle: the set-id bits such a write clears. */
+int op_direct_kill_privs(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n);
+
 /* ops_xattr.c */
 unsigned op_xattr_bit(const char *name);   /* a remembered attribute's bit, or 0 */
 void op_xattr_changed(struct in_inode *n); /* forget what n is known not to have */

@@ -155,7 +155,7 @@ static void bn_fs_help(void)
            "                    sqlite-wal, append, fsync-append, fio, fio-fsync32, edits,\n"
            "                    tree-cp, tree-tar, tree-stat, tree-du, tree-ls, tree-git,\n"
            "                    tree-rm, holes, write-bytes\n"
-           "  --fs-opts OPTS    more -o options for fpgalz4fs's mounts, e.g. noacl\n"
+           "  --fs-opts OPTS    more -o options for every fpgalz4fs mount, e.g. noacl\n"
            "  --passthrough-src FILE  passthrough_ll.c (default: libfuse3-dev's example)\n");
 }
 
@@ -429,9 +429,18 @@ static int bn_prep_tree(bn_fs *b)
     return bn_run(argv, NULL, NULL) == 0 ? 0 : bn_fail("cannot read the tree", b->tree);
 }
 
+/* Every fpgalz4fs mount of the driver gets --fs-opts, after the row's own options. */
+static int bn_fs_mount_at(bn_fs *b, bn_mount *m, const char *opts)
+{
+    char all[1024];
+    snprintf(all, sizeof(all), "%s%s%s", opts ? opts : "", opts && b->o.fs_opts ? "," : "",
+             b->o.fs_opts ? b->o.fs_opts : "");
+    return bn_mount_up(m, b->daemon, all[0] ? all : NULL);
+}
+
 static int bn_fs_mount(bn_fs *b, const char *opts)
 {
-    return bn_mount_up(&b->m, b->daemon, opts);
+    return bn_fs_mount_at(b, &b->m, opts);
 }
 
 /* cmp of two files, untimed. */
@@ -632,7 +641,7 @@ static int bn_small_fresh_mnt(bn_fs *b, unsigned r)
     int rc = 0;
     if (bn_mkdirs(b->sm.backing) != 0 || bn_run(mkfs, NULL, NULL) != 0)
         rc = bn_fail("mkfpgalz4fs failed on", b->sm.backing);
-    else if (bn_mount_up(&b->sm, b->daemon, NULL) != 0)
+    else if (bn_fs_mount_at(b, &b->sm, NULL) != 0)
         rc = -1;
     if (rc == 0) {
         bn_warm_tree(b);

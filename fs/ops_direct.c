@@ -1,0 +1,74 @@
+/* Which handles of a regular file bypass the kernel's page cache (in_inode.cache_mode).
+ *
+ * The mount runs with the writeback cache: the kernel gathers small writes into pages and
+ * sends them in large requests, which is what makes appends and databases cheap. A large
+ * sequential writer pays for it: every byte is copied into the page cache and again out of
+ * it, the kernel throttles the mount's dirty pages hard, and one flusher thread writes back
+ * for every writer of the mount. So a handle that starts a file's content anew (created, or
+ * opened write-only with O_TRUNC; not O_APPEND, the mark of a log whose small writes the
+ * kernel should gather) while no other handle is open writes directly: each
+ * write(2) is a request of its own that lands in the daemon's block buffers.
+ *
+ * Direct and cached handles of one inode would not be coherent (a page cached by a reader
+ * goes stale under a direct write), so while a direct handle is open every new handle of
+ * the inode is direct too, and the first cached open after them drops whatever pages an
+ * mmap of a direct handle may have cached. */
+#include "ops_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int op_starts_anew(const struct fuse_file_info *fi, int created)
+{
+    return (fi->flags & O_ACCMODE) == O_WRONLY && !(fi->flags & O_APPEND) &&
+           (created || (fi->flags & O_TRUNC));
+}
+
+void op_cache_open(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi, int created)
+{
+    int direct = n->cache_mode == IN_CACHE_DIRECT ||
+                 (fs->direct_writes && n->open_count == 0 && op_starts_anew(fi, created));
+    if (direct) {
+        n->cache_mode = IN_CACHE_DIRECT;
+        n->direct_handles++;
+        fs->direct_opens++;
+    }
+    fi->direct_io = (unsigned)direct;
+    /* The daemon is the only writer of the backing files: cached pages stay valid from one
+     * open to the next, unless direct handles came between. */
+    fi->keep_cache = n->cache_mode == IN_CACHE_PAGES;
+    if (n->cache_mode == IN_CACHE_STALE)
+        n->cache_mode = IN_CACHE_PAGES;
+}
+
+void op_cache_release(struct in_inode *n, int direct)
+{
+    if (direct && n->direct_handles > 0 && --n->direct_handles == 0)
+        n->cache_mode = IN_CACHE_STALE;
+}
+
+/* A write(2) through the page cache has the kernel clear the set-user-ID bit (and a
+ * group-executable set-group-ID bit) of a file written by an unprivileged caller; a direct
+ * write leaves it to the filesystem, with a request flag that libfuse 3.14 does not pass on.
+ * So the daemon clears them for every caller but root (the holder of CAP_FSETID in
+ * practice) and has the kernel forget the mode it cached. */
+int op_direct_kill_privs(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n)
+{
+    if (fuse_req_ctx(req)->uid == 0)
+        return 0;
+    int fd = op_meta_fd(fs, n);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    mode_t kill = S_ISUID | ((st.st_mode & S_IXGRP) ? S_ISGID : 0);
+    if (rc == 0 && (st.st_mode & kill)) {
+        rc = fchmod(fd, st.st_mode & 07777 & ~kill) < 0 ? -errno : 0;
+        if (rc == 0)
+            fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+    }
+    close(fd);
+    return rc;
+}
