@@ -34,7 +34,7 @@ typedef struct in_table in_table;
 /* How the open handles of a regular file use the kernel's page cache (ops_direct.c). */
 enum {
     IN_CACHE_PAGES = 0,                /* cached handles only; pages stay valid across opens */
-    IN_CACHE_DIRECT,                   /* direct handles are open: every new handle is one */
+    IN_CACHE_DIRECT,                   /* a direct handle is open (the only one at its open) */
     IN_CACHE_STALE,                    /* the direct handles are gone: the next cached open
                                           drops the pages an mmap may have left */
 };

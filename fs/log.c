@@ -40,7 +40,7 @@ lg_log *lg_open(const char *path, int to_stderr, const char *ident)
 
 void lg_printf(lg_log *lg, lg_level level, const char *fmt, ...)
 {
-    char line[1024];
+    char line[4096];                   /* the unmount line carries every counter */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);

@@ -1065,8 +1065,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
-    int err = (fi->fh & OP_FH_DIRECT) ? op_direct_kill_privs(fs, req, ino, n) : 0;
+    int direct = (fi->fh & OP_FH_DIRECT) != 0;
+    int err = direct ? op_direct_kill_privs(fs, req, ino, n) : 0;
     err = op_log(fs, "write", n, NULL, err ? err : ff_write(op_file(fi), buf, size, off));
+    if (!err && direct)
+        op_direct_written(fs, ino, n, off, size);
     if (err)
         fuse_reply_err(req, -err);
     else

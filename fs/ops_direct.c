@@ -9,14 +9,16 @@
  * kernel should gather) while no other handle is open writes directly: each
  * write(2) is a request of its own that lands in the daemon's block buffers.
  *
- * Direct and cached handles of one inode would not be coherent (a page cached by a reader
- * goes stale under a direct write), so while a direct handle is open every new handle of
- * the inode is direct too, and the first cached open after them drops whatever pages an
- * mmap of a direct handle may have cached. */
+ * Cached handles opened while a direct writer writes stay cached (a shared mapping needs
+ * them), so the daemon has the kernel drop the pages each direct write covers while any
+ * cached handle is open, after the write and not only before it (as newer kernels do
+ * themselves): a page a reader caches in between would go stale. Pages cached through a
+ * direct handle's private mapping are dropped at the next cached open. */
 #include "ops_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,8 +30,7 @@ static int op_starts_anew(const struct fuse_file_info *fi, int created)
 
 void op_cache_open(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi, int created)
 {
-    int direct = n->cache_mode == IN_CACHE_DIRECT ||
-                 (fs->direct_writes && n->open_count == 0 && op_starts_anew(fi, created));
+    int direct = fs->direct_writes && n->open_count == 0 && op_starts_anew(fi, created);
     if (direct) {
         n->cache_mode = IN_CACHE_DIRECT;
         n->direct_handles++;
@@ -39,7 +40,7 @@ void op_cache_open(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *
     /* The daemon is the only writer of the backing files: cached pages stay valid from one
      * open to the next, unless direct handles came between. */
     fi->keep_cache = n->cache_mode == IN_CACHE_PAGES;
-    if (n->cache_mode == IN_CACHE_STALE)
+    if (!direct && n->cache_mode == IN_CACHE_STALE)
         n->cache_mode = IN_CACHE_PAGES;
 }
 
@@ -47,6 +48,16 @@ void op_cache_release(struct in_inode *n, int direct)
 {
     if (direct && n->direct_handles > 0 && --n->direct_handles == 0)
         n->cache_mode = IN_CACHE_STALE;
+}
+
+void op_direct_written(struct op_fs *fs, fuse_ino_t ino, struct in_inode *n, off_t off,
+                       size_t len)
+{
+    pthread_mutex_lock(&n->lock);
+    int cached = n->open_count > n->direct_handles;
+    pthread_mutex_unlock(&n->lock);
+    if (cached && len > 0)
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, off, (off_t)len);
 }
 
 /* A write(2) through the page cache has the kernel clear the set-user-ID bit (and a

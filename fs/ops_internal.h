@@ -31,6 +31,10 @@ int op_keeps_any(struct op_fs *fs);
  * fi->direct_io and fi->keep_cache for a handle about to open (created: by this create). */
 void op_cache_open(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi, int created);
 void op_cache_release(struct in_inode *n, int direct);
+/* After a write through a direct handle (no daemon lock held: the kernel may need another
+ * request answered to drop a page): the pages it covered, if any cached handle is open. */
+void op_direct_written(struct op_fs *fs, fuse_ino_t ino, struct in_inode *n, off_t off,
+                       size_t len);
 /* Before a write through a direct handle: the set-id bits such a write clears. */
 int op_direct_kill_privs(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n);
 
