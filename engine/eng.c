@@ -101,14 +101,15 @@ uint64_t eng_now_ns(void)
 }
 
 int eng_threads_start(pthread_t *th, unsigned *n, unsigned wanted, void *(*fn)(void *),
-                      void *arg)
+                      void *arg, const char *name)
 {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = 0;
     for (; *n < wanted && rc == 0; *n += rc == 0)
-        rc = pthread_create(&th[*n], NULL, fn, arg);
+        if ((rc = pthread_create(&th[*n], NULL, fn, arg)) == 0)
+            pthread_setname_np(th[*n], name);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
@@ -652,6 +653,8 @@ static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
     if ((uint64_t)eng->capacity * eng->stride > (4u << 20))   /* bricks worth sharing */
         eng->copies = eng_copy_open();
     int rc = pthread_create(&eng->dispatcher, NULL, eng_dispatcher, eng);
+    if (rc == 0)
+        pthread_setname_np(eng->dispatcher, "eng-dispatch");
     if (rc != 0) {
         snprintf(err, err_cap, "cannot start the card dispatcher: %s", strerror(rc));
         return -1;

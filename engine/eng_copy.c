@@ -63,7 +63,8 @@ eng_copy_team *eng_copy_open(void)
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->work, NULL);
     pthread_cond_init(&t->done, NULL);
-    eng_threads_start(t->threads, &t->n_threads, ENG_COPY_PARTS - 1, eng_copy_helper, t);
+    eng_threads_start(t->threads, &t->n_threads, ENG_COPY_PARTS - 1, eng_copy_helper, t,
+                      "eng-copy");
     return t;                          /* with fewer helpers, or none, the caller copies more */
 }
 

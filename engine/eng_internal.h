@@ -162,8 +162,9 @@ uint64_t eng_now_ns(void);
 
 /* Starts threads running fn(arg) into th[*n..wanted), *n counting those started, with
  * every signal blocked in them so that the daemon's handlers run on its own threads.
- * Returns 0, or pthread_create's error for the first that did not start. */
+ * Named name (at most 15 characters) in top -H and perf. Returns 0, or pthread_create's
+ * error for the first that did not start. */
 int eng_threads_start(pthread_t *th, unsigned *n, unsigned wanted, void *(*fn)(void *),
-                      void *arg);
+                      void *arg, const char *name);
 
 #endif

@@ -195,7 +195,8 @@ eng_sw_pool *eng_sw_open(unsigned threads, eng_sw_done_fn done, void *arg, char 
         return NULL;
     }
     p->done = done, p->done_arg = arg;
-    int rc = eng_threads_start(p->threads, &p->n_threads, threads, eng_sw_worker, p);
+    int rc = eng_threads_start(p->threads, &p->n_threads, threads, eng_sw_worker, p,
+                               "eng-lz4");
     if (rc != 0) {
         snprintf(err, err_cap, "cannot start software compression threads: %s", strerror(rc));
         eng_sw_close(p);

@@ -122,7 +122,7 @@ ff_ahead *ff_ahead_new(ff_env *env, unsigned threads)
         threads = AH_MAX_THREADS;
     while (a->n_threads < threads &&
            pthread_create(&a->threads[a->n_threads], NULL, ah_main, a) == 0)
-        a->n_threads++;
+        pthread_setname_np(a->threads[a->n_threads++], "fs-readahead");
     return a;
 }
 
