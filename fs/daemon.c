@@ -205,7 +205,8 @@ static void dm_usage(FILE *out)
             "  emu_hang_rate=F        emulated card: fraction of runs that hang, 0..1 (0)\n"
             "  emu_corrupt_rate=F     emulated card: fraction of runs with a wrong byte, 0..1 (0)\n"
             "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
-            "  mem_mb=N               decoded-block cache and bricks in flight, >= 16 (256)\n"
+            "  mem_mb=N               decoded-block cache and bricks in flight, >= 16\n"
+            "                         (256, or 64 per core with more than 4, at most 1/16 of RAM)\n"
             "  file_version=1|2|3     on-disk format of new files; 1 or 2 for stores shared\n"
             "                         with builds that read only up to that version (3)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
@@ -348,6 +349,23 @@ static int dm_engine(struct dm_config *c, const char *engine)
     return dm_bad("engine=%s: expected auto, sw, emu, xrt or cuda", engine);
 }
 
+/* mem_mb when not given: 256, or 64 per online core where that is more (each streaming
+ * writer keeps bricks in flight: at 256, eight writers on 16 cores waited for their own
+ * bricks with the cores 46 % idle, docs/BENCHMARKS.md), but never above a sixteenth of the
+ * memory. */
+static unsigned long long dm_default_mem_mb(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned long long mb = cores > 4 ? 64ull * (unsigned long long)cores : 256;
+    unsigned long long cap = pages > 0 && page > 0
+                                 ? (unsigned long long)pages * (unsigned long long)page >> 24
+                                 : mb;
+    if (mb > cap)
+        mb = cap;
+    return mb < 256 ? 256 : mb;
+}
+
 static int dm_check(struct fs_daemon *dm)
 {
     const struct dm_opts *o = &dm->opt;
@@ -356,7 +374,7 @@ static int dm_check(struct fs_daemon *dm)
     c->card_timeout_ms = 5000;
     c->emu_card_mbps = 200;
     c->emu_pcie_mbps = 10000;
-    c->mem_mb = 256;
+    c->mem_mb = dm_default_mem_mb();
     c->file_version = FMT_VERSION;
     if (dm_engine(c, o->engine) || dm_uint("sw_threads", o->sw_threads, 1, 1024, &c->sw_threads) ||
         dm_uint("cus", o->cus, 1, 64, &c->cus) ||

@@ -196,6 +196,17 @@ for o in relatime,nodiratime strictatime,lazytime defaults,nofail,_netdev noauto
     check "mount with -o $o" mount_with "$o"
 done
 
+# ---------------------------------------------------------------- mem_mb's default
+# 256, or 64 per online core with more than 4 cores, at most a sixteenth of the memory
+cores=$(getconf _NPROCESSORS_ONLN)
+want=$(( cores > 4 ? 64 * cores : 256 ))
+cap=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 24 ))
+[ "$want" -gt "$cap" ] && want=$cap
+[ "$want" -lt 256 ] && want=256
+mem_said() { mount_store "$1" && grep -o "mem_mb [0-9]*" "$(last_log)" | tail -1; umount_store; }
+check_eq "mem_mb by default on $cores cores" "mem_mb $want" "$(mem_said "")"
+check_eq "mem_mb as given" "mem_mb 512" "$(mem_said mem_mb=512)"
+
 # ---------------------------------------------------------------- umount; mount
 # An unmount returns before its daemon has synced and let go of the store: a mount right after
 # it waits for that daemon (up to 10 s, while no mount of the store is up) instead of calling
