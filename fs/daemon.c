@@ -785,6 +785,7 @@ static int dm_mount(struct fs_daemon *dm)
     dm->fs.read_only = dm->opt.read_only;
     dm->fs.acl = !dm->opt.noacl;
     dm->fs.direct_writes = !dm->opt.nodirect;
+    dm->fs.blksize = (blksize_t)dm->sb.block_size;
     dm->fs.uid = geteuid();
     dm->fs.gid = getegid();
     dm->fs.timeout = DM_CACHE_TIMEOUT_S;

@@ -250,12 +250,15 @@ static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
 }
 
 /* Turns the backing attributes of n into the ones applications see: regular files show
- * their logical size (and, while open, their logical mtime); st_blocks stays the space
- * really used and st_ino the backing one, by which cp -a and tar find hard links. */
+ * their logical size (and, while open, their logical mtime) and the store's block size as
+ * the preferred I/O size (cp and cat then move whole blocks per call: a direct writer's
+ * request per block, not per 128 KiB); st_blocks stays the space really used and st_ino the
+ * backing one, by which cp -a and tar find hard links. */
 static int op_logical_attr(struct op_fs *fs, struct in_inode *n, struct stat *st)
 {
     if (!S_ISREG(n->type))
         return 0;
+    st->st_blksize = fs->blksize;
     int err = 0;
     pthread_mutex_lock(&n->lock);
     if (n->file) {
@@ -270,11 +273,13 @@ static int op_logical_attr(struct op_fs *fs, struct in_inode *n, struct stat *st
 
 /* An open file answers from its own descriptor and state: no descriptor to open or dup. 1
  * when the file is not open. */
-static int op_stat_open(struct in_inode *n, struct stat *st)
+static int op_stat_open(struct op_fs *fs, struct in_inode *n, struct stat *st)
 {
     pthread_mutex_lock(&n->lock);
     ff_file *f = n->file;
     int err = f ? ff_fstat(f, st) : 1;
+    if (err == 0)
+        st->st_blksize = fs->blksize;
     if (err == 0 && !ff_is_foreign(f)) {
         st->st_size = (off_t)ff_size(f);
         ff_get_mtime(f, &st->st_mtim);
@@ -285,7 +290,7 @@ static int op_stat_open(struct in_inode *n, struct stat *st)
 
 static int op_stat(struct op_fs *fs, struct in_inode *n, struct stat *st)
 {
-    int err = S_ISREG(n->type) ? op_stat_open(n, st) : 1;
+    int err = S_ISREG(n->type) ? op_stat_open(fs, n, st) : 1;
     if (err <= 0)
         return err;
     int fd = op_meta_fd(fs, n);
@@ -963,6 +968,7 @@ static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entr
     n->writers += op_writable(fi);
     n->xattr_none = op_xattr_bit("security.capability");   /* nothing gives a new file one */
     e->attr.st_size = (off_t)ff_size(n->file);
+    e->attr.st_blksize = fs->blksize;
     ff_get_mtime(n->file, &e->attr.st_mtim);
     fi->fh = op_fh(n->file, fi);
     pthread_mutex_unlock(&n->lock);

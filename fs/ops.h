@@ -44,6 +44,7 @@ struct op_fs {
     unsigned warm;                     /* how many */
     dr_bound dirs;                     /* directory streams held by open listings */
     sz_cache *sizes;                   /* logical sizes of closed files (NULL: none) */
+    blksize_t blksize;                 /* st_blksize of regular files: the store's block size */
     int direct_writes;                 /* new content is written past the page cache
                                           (ops_direct.c; -o nodirect_writes turns it off) */
     _Atomic uint64_t direct_opens;     /* handles opened so (counter direct_opens) */

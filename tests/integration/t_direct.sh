@@ -51,6 +51,9 @@ assert os.pread(r, 100, 0) == b'new content', os.pread(r, 100, 0)
 os.close(r)" "$MNT/redirected"
 
 check_eq "copy reads back whole" "$(sum_of "$SRC")" "$(sum_of "$MNT/copy")"
+check_eq "the preferred I/O size of a file is the store's block" 1048576 "$(stat -c %o "$MNT/copy")"
+check "cp writes whole blocks" sh -c "strace -f -e trace=write -o '$WS/cp.trace' cp '$SRC' '$MNT/copy3' &&
+    grep -q 'write(.*= 1048576\$' '$WS/cp.trace'"
 check_eq "tar's file reads back whole" "$(sum_of "$SRC")" "$(sum_of "$MNT/t/src")"
 check_eq "the log's appends" "$(printf 'line\nmore\n')" "$(cat "$MNT/log")"
 check_eq "the last O_TRUNC writer's content" "new content" "$(cat "$MNT/redirected")"
@@ -123,6 +126,10 @@ os.close(fd)
 PY
 check_eq "root's direct write keeps set-user-ID" 4755 "$(stat -c %a "$MNT/setid3")"
 
+check "unmount" umount_store
+check "mount again" mount_store
+check_eq "... also once the file is closed and forgotten" 1048576 "$(stat -c %o "$MNT/copy")"
+check_eq "... but not for a directory" "$(stat -c %o "$BACKING")" "$(stat -c %o "$MNT")"
 check "unmount" umount_store
 check_eq "lz4 -d of the backing file of the copy" "$(sum_of "$SRC")" "$(lz4 -dc "$BACKING/copy" | sha256sum | cut -d' ' -f1)"
 
