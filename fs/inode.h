@@ -31,14 +31,6 @@
 
 typedef struct in_table in_table;
 
-/* How the open handles of a regular file use the kernel's page cache (ops_direct.c). */
-enum {
-    IN_CACHE_PAGES = 0,                /* cached handles only; pages stay valid across opens */
-    IN_CACHE_DIRECT,                   /* a direct handle is open (the only one at its open) */
-    IN_CACHE_STALE,                    /* the direct handles are gone: the next cached open
-                                          drops the pages an mmap may have left */
-};
-
 struct in_key {
     dev_t dev;                         /* backing st_dev */
     ino_t ino;                         /* backing st_ino */
@@ -60,9 +52,8 @@ struct in_inode {
     unsigned open_count;               /* open handles of a regular file */
     unsigned writers;                  /* those of them opened for writing: only while
                                           there are some can the kernel hold dirty pages */
-    int cache_mode;                    /* IN_CACHE_*: how handles use the page cache
+    unsigned direct_handles;           /* open handles that bypass the page cache
                                           (ops_direct.c) */
-    unsigned direct_handles;           /* open handles that bypass it */
     ff_file *file;                     /* shared open state while open_count > 0 or while
                                           retained, else NULL */
     int retained;                      /* OP_KEEP_*: the file outlives its last release

@@ -27,7 +27,7 @@ void op_end_retention(struct op_fs *fs, struct in_inode *n);
 void op_drop_removed(struct op_fs *fs, struct in_inode *n);
 int op_keeps_any(struct op_fs *fs);
 
-/* ops_direct.c: page cache or direct handles (in_inode.cache_mode); under n->lock. Sets
+/* ops_direct.c: page cache or direct handles (in_inode.direct_handles); under n->lock. Sets
  * fi->direct_io and fi->keep_cache for a handle about to open (created: by this create). */
 void op_cache_open(struct op_fs *fs, struct in_inode *n, struct fuse_file_info *fi, int created);
 void op_cache_release(struct in_inode *n, int direct);

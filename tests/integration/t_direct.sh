@@ -83,7 +83,7 @@ assert got == want, ("reader after the mapping and the next direct write", got)
 m = mmap.mmap(r, 0, mmap.MAP_PRIVATE, mmap.PROT_READ)
 assert m[:] == want
 m.close()
-os.write(w, b"!")                                       # after a private mapping cached it
+os.write(w, b"!")                                       # after a private mapping of a reader
 os.close(w)
 os.close(r)
 r = os.open(p, os.O_RDONLY)
