@@ -15,10 +15,8 @@
  * themselves): a page a reader caches in between would go stale. No other page can: a direct
  * handle starts with none (a new file, or O_TRUNC, which empties the kernel's cache too), and
  * being write-only it cannot be mapped. So every handle keeps the pages across opens, as
- * before direct handles existed. (A first version also dropped the pages at the first
- * cached open after a direct handle; with it, t_readahead's reader racing a writer that
- * empties and refills the file saw zeros once where a write had landed, in one CI run that
- * I could not repeat. It was the one way cached handles behaved differently, so it went.) */
+ * before direct handles existed: dropping them at the first cached open after a direct
+ * handle would protect no page and would make cached handles behave differently. */
 #include "ops_internal.h"
 
 #include <errno.h>
