@@ -38,6 +38,11 @@ static int op_handle_writes(const struct fuse_file_info *fi)
     return (fi->fh & OP_FH_WRITES) != 0;
 }
 
+static int op_handle_direct(const struct fuse_file_info *fi)
+{
+    return (fi->fh & OP_FH_DIRECT) != 0;
+}
+
 static int op_is_root(struct op_fs *fs, fuse_ino_t parent)
 {
     return in_get(fs->tab, parent) == in_root(fs->tab);
@@ -1071,7 +1076,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
-    int direct = (fi->fh & OP_FH_DIRECT) != 0;
+    int direct = op_handle_direct(fi);
     int err = direct ? op_direct_kill_privs(fs, req, ino, n) : 0;
     err = op_log(fs, "write", n, NULL, err ? err : ff_write(op_file(fi), buf, size, off));
     if (!err && direct)
@@ -1131,8 +1136,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
     /* The kernel ignores release errors; the log keeps them. */
-    op_log(fs, "release", n, NULL, op_release_inode(fs, n, op_writable(fi),
-                                                        (fi->fh & OP_FH_DIRECT) != 0));
+    op_log(fs, "release", n, NULL,
+           op_release_inode(fs, n, op_writable(fi), op_handle_direct(fi)));
     fuse_reply_err(req, 0);
 }
 
