@@ -28,6 +28,8 @@
 #define ENG_QUEUE_JOBS 1024u           /* jobs waiting for a brick */
 #define ENG_POLL_NS 100000u            /* dispatcher poll period while runs are in flight */
 #define ENG_OFF_POLL_NS 10000000u      /* and while only written-off sets are out */
+#define ENG_IDLE_WINDOW_NS 10000000ull /* the card's idle share is sampled this often */
+#define ENG_IDLE_PAUSE_NS 20000000ull  /* an idle gap this long is a pause, not keeping up */
 #define ENG_BACKOFF_MIN_NS 50000000ull
 #define ENG_BACKOFF_MAX_NS 5000000000ull
 
@@ -82,6 +84,8 @@ struct eng_ctx_s {
     uint64_t q_bytes;                  /* input bytes of the queued jobs */
     uint64_t in_flight_bytes;          /* input bytes of the runs in flight */
     uint64_t card_ps_per_byte;         /* the card's measured rate (dispatcher only) */
+    uint64_t win_start_ns, win_idle_ns; /* the window the card's idle share is sampled over */
+    uint32_t card_idle_ppm;            /* that share of late (dispatcher only) */
     uint64_t backoff_ns, backoff_until_ns;
     uint64_t episode_ns;               /* when the latest rest began: runs started before
                                           it failed in that episode */
@@ -213,13 +217,42 @@ static int eng_free_slot(eng_ctx *eng, unsigned *cu_out, unsigned *set_out)
     return found ? 0 : -1;
 }
 
+/* Time with no run in flight until now, summed over compute units. Lock held. */
+static uint64_t eng_idle_ns(const eng_ctx *eng, uint64_t now)
+{
+    uint64_t idle = 0;
+    for (unsigned cu = 0; eng->ops && cu < eng->n_cus; cu++) {
+        const eng_cu *c = &eng->cus[cu];
+        idle += c->idle_ns + (c->in_flight ? 0 : now - c->idle_since_ns);
+    }
+    return idle;
+}
+
+/* A card that sat idle for a pause (nobody had work for it) starts its idle share afresh:
+ * that pause says nothing of whether it keeps up with the work that ends it. */
 static void eng_cu_busy(eng_ctx *eng, unsigned cu, int delta, uint64_t now)
 {
     eng_cu *c = &eng->cus[cu];
-    if (delta > 0 && c->in_flight++ == 0)
+    if (delta > 0 && c->in_flight++ == 0) {
         c->idle_ns += now - c->idle_since_ns;
+        if (now - c->idle_since_ns > ENG_IDLE_PAUSE_NS) {
+            eng->card_idle_ppm = 0;
+            eng->win_start_ns = now, eng->win_idle_ns = eng_idle_ns(eng, now);
+        }
+    }
     if (delta < 0 && --c->in_flight == 0)
         c->idle_since_ns = now;
+}
+
+/* Follows the card's idle share, one window at a time. Dispatcher, lock held. */
+static void eng_idle_sample(eng_ctx *eng, uint64_t now)
+{
+    if (now - eng->win_start_ns < ENG_IDLE_WINDOW_NS)
+        return;
+    uint64_t idle = eng_idle_ns(eng, now);
+    eng->card_idle_ppm = eng_sched_idle_ppm(eng->card_idle_ppm, idle - eng->win_idle_ns,
+                                            (now - eng->win_start_ns) * eng->n_cus);
+    eng->win_start_ns = now, eng->win_idle_ns = idle;
 }
 
 /* Takes up to max queued jobs; returns their input bytes. Called with the lock held. */
@@ -418,7 +451,8 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
     unsigned n = 0;
     for (; n < max && n < eng->q_count; n++)
         lens[n] = eng->queue[(eng->q_head + n) % ENG_QUEUE_JOBS].job->len;
-    eng_rates r = {eng->card_ps_per_byte, eng_sw_ps_per_byte(eng->sw)};
+    eng_idle_sample(eng, eng_now_ns());
+    eng_rates r = {eng->card_ps_per_byte, eng_sw_ps_per_byte(eng->sw), eng->card_idle_ppm};
     return eng_sched_sw_take(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
 }
 
@@ -591,13 +625,8 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
     o->verify_failed = eng->n.verify_failed;
-    o->card_idle_us = 0;
     pthread_mutex_lock(&eng->lock);
-    uint64_t now = eng_now_ns();
-    for (unsigned cu = 0; eng->ops && cu < eng->n_cus; cu++) {
-        const eng_cu *c = &eng->cus[cu];
-        o->card_idle_us += (c->idle_ns + (c->in_flight ? 0 : now - c->idle_since_ns)) / 1000;
-    }
+    o->card_idle_us = eng_idle_ns(eng, eng_now_ns()) / 1000;
     pthread_mutex_unlock(&eng->lock);
 }
 

@@ -49,15 +49,24 @@ void eng_copy_run(eng_copy_team *t, const eng_copy *c, uint32_t n, size_t bytes)
 typedef struct {
     uint64_t card_ps_per_byte;         /* the card's pipeline, runs back to back */
     uint64_t sw_ps_per_byte;           /* one pool thread */
+    uint32_t card_idle_ppm;            /* the card's recent share of time with no run in
+                                          flight, parts per million */
 } eng_rates;
+
+/* Above this recent idle share the card keeps up with what it is given, and software takes
+ * none of its work (eng_sched.c says why). */
+#define ENG_SCHED_IDLE_PPM 20000u
 
 /* How many of the first n queued jobs (lengths lens) one software thread should take while
  * the card is busy: those it finishes before the card would finish the rest of the queue
- * (queued bytes, these included) and the runs in flight (in_flight bytes); 0: leave them
- * to the card. */
+ * (queued bytes, these included) and the runs in flight (in_flight bytes); none while the
+ * card has been idle more than ENG_SCHED_IDLE_PPM of late; 0: leave them to the card. */
 unsigned eng_sched_sw_take(const eng_rates *r, const uint32_t *lens, unsigned n,
                            uint64_t queued, uint64_t in_flight);
 uint64_t eng_sched_ewma(uint64_t old, uint64_t sample);
+/* The idle share after a window of span_ns in which the card was idle idle_ns (summed over
+ * compute units, span likewise): half the old share, half this window's. */
+uint32_t eng_sched_idle_ppm(uint32_t old, uint64_t idle_ns, uint64_t span_ns);
 
 /* ---- software pool (eng_sw.c): POOL_add / POOL_tryAdd in zstd's manner ---- */
 

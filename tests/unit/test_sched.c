@@ -18,7 +18,7 @@ static const uint32_t eight[8] = {MIB, MIB, MIB, MIB, MIB, MIB, MIB, MIB};
 static void test_unmeasured(void **state)
 {
     (void)state;
-    eng_rates none = {0, 0}, card_only = {77, 0};
+    eng_rates none = {0, 0, 0}, card_only = {77, 0, 0};
     assert_int_equal(eng_sched_sw_take(&none, eight, 8, 256ull * MIB, 128ull * MIB), 0);
     assert_int_equal(eng_sched_sw_take(&card_only, eight, 8, 256ull * MIB, 128ull * MIB), 1);
     assert_int_equal(eng_sched_sw_take(&card_only, eight, 0, 0, 128ull * MIB), 0);
@@ -29,7 +29,7 @@ static void test_unmeasured(void **state)
 static void test_long_queue_shares(void **state)
 {
     (void)state;
-    eng_rates gpu = {77, 2325};
+    eng_rates gpu = {77, 2325, 0};
     assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 256ull * MIB, 128ull * MIB), 8);
 }
 
@@ -38,7 +38,7 @@ static void test_long_queue_shares(void **state)
 static void test_queue_end_stays_on_card(void **state)
 {
     (void)state;
-    eng_rates gpu = {77, 2325};
+    eng_rates gpu = {77, 2325, 0};
     assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 8ull * MIB, 0), 0);
     assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 16ull * MIB, 0), 0);
     /* somewhere between: as many as finish in time */
@@ -53,7 +53,7 @@ static void test_queue_end_stays_on_card(void **state)
 static void test_slow_card(void **state)
 {
     (void)state;
-    eng_rates emu = {5000, 2325};
+    eng_rates emu = {5000, 2325, 0};
     unsigned k = eng_sched_sw_take(&emu, eight, 8, 8ull * MIB, 0);
     assert_int_equal(k, 5);            /* 5 x 2325 <= 3 x 5000; 6 x 2325 > 2 x 5000 */
 }
@@ -63,9 +63,40 @@ static void test_slow_card(void **state)
 static void test_card_keeps_some(void **state)
 {
     (void)state;
-    eng_rates emu = {5000, 1};
+    eng_rates emu = {5000, 1, 0};
     assert_int_equal(eng_sched_sw_take(&emu, eight, 8, 3ull * MIB, 0), 2);
     assert_int_equal(eng_sched_sw_take(&emu, eight, 8, 3ull * MIB, 8ull * MIB), 3);
+}
+
+/* A card idle more than 2 % of late keeps up with its callers: software takes none of its
+ * queue, however long, so the host's CPU goes to feeding and checking the card. A slow card
+ * that is never idle still gets software's help. */
+static void test_card_keeps_up(void **state)
+{
+    (void)state;
+    eng_rates gpu = {77, 2325, ENG_SCHED_IDLE_PPM + 1};
+    assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 256ull * MIB, 128ull * MIB), 0);
+    gpu.card_idle_ppm = ENG_SCHED_IDLE_PPM;
+    assert_int_equal(eng_sched_sw_take(&gpu, eight, 8, 256ull * MIB, 128ull * MIB), 8);
+    eng_rates emu = {5000, 2325, 0};
+    assert_int_equal(eng_sched_sw_take(&emu, eight, 8, 8ull * MIB, 0), 5);
+}
+
+/* The idle share follows the windows: a card busy from an idle start passes under the
+ * limit within 6 windows (60 ms), and one idle window puts it back over. */
+static void test_idle_share(void **state)
+{
+    (void)state;
+    uint32_t ppm = 1000000;
+    int windows = 0;
+    while (ppm > ENG_SCHED_IDLE_PPM) {
+        ppm = eng_sched_idle_ppm(ppm, 0, 10000000);
+        windows++;
+    }
+    assert_int_equal(windows, 6);
+    assert_int_equal(eng_sched_idle_ppm(0, 1000000, 10000000), 50000);
+    assert_int_equal(eng_sched_idle_ppm(0, 20000000, 10000000), 500000);  /* capped */
+    assert_int_equal(eng_sched_idle_ppm(300, 5, 0), 300);                 /* no time passed */
 }
 
 static void test_ewma(void **state)
@@ -87,6 +118,8 @@ int main(void)
         cmocka_unit_test(test_queue_end_stays_on_card),
         cmocka_unit_test(test_slow_card),
         cmocka_unit_test(test_card_keeps_some),
+        cmocka_unit_test(test_card_keeps_up),
+        cmocka_unit_test(test_idle_share),
         cmocka_unit_test(test_ewma),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
