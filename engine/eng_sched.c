@@ -6,7 +6,7 @@
  *
  * And only while the card is the bottleneck. A card that was idle a few percent of the
  * recent past keeps up with its callers, so a brick software takes finishes no sooner
- * overall and costs the host five times the CPU the card's path does (the copies and the
+ * overall and costs the host four times the CPU the card's path does (the copies and the
  * check of its output). In the filesystem, where that CPU also feeds the card, 8 writers
  * with a GPU wrote 5-11 % faster with this rule (docs/BENCHMARKS.md). */
 #include "eng_internal.h"
