@@ -32,7 +32,7 @@ typedef struct {
     eng_backend backend;               /* which card (or none) */
     unsigned sw_threads;               /* software threads; 0 means one per online core */
     unsigned cus;                      /* compute units to use; 0 means all (emu: 1) */
-    unsigned bufsets;                  /* buffer sets per compute unit; 0 means 2 */
+    unsigned bufsets;                  /* buffer sets per compute unit; 0 means 2 (CUDA: 4) */
     unsigned card_timeout_ms;          /* a run older than this is a fault; 0 means 5000 */
     uint32_t block_size;               /* the stride of the card's buffers; 0 means 1 MiB */
     double emu_card_mbps;              /* emulated kernel rate, MB/s; 0 means 200 */

@@ -194,7 +194,7 @@ static void dm_usage(FILE *out)
             "  engine=auto|sw|emu|xrt|cuda  compression engine (auto)\n"
             "  sw_threads=N           software compression threads (number of cores)\n"
             "  cus=N                  compute units to use (all; emu: 1)\n"
-            "  bufsets=N              buffer sets per compute unit, >= 1 (2)\n"
+            "  bufsets=N              buffer sets per compute unit, >= 1 (2; cuda: 4)\n"
             "  card_timeout_ms=N      a card run older than this is a fault (5000)\n"
             "  xclbin=PATH            XRT: the xclbin to load\n"
             "  device=N               XRT: device index (0)\n"
@@ -370,7 +370,7 @@ static int dm_check(struct fs_daemon *dm)
 {
     const struct dm_opts *o = &dm->opt;
     struct dm_config *c = &dm->cfg;
-    c->bufsets = 2;
+    c->bufsets = 0;                    /* the engine's default for the backend */
     c->card_timeout_ms = 5000;
     c->emu_card_mbps = 200;
     c->emu_pcie_mbps = 10000;
@@ -630,7 +630,8 @@ static void dm_log_engine(struct fs_daemon *dm)
     if (c->backend == ENG_BACKEND_EMU)
         lg_printf(dm->fs.log, LG_INFO, "engine=emu: an EMULATED card (a software model of the "
                   "xilLz4Compress kernel, not hardware): %u compute unit(s), %u buffer sets, "
-                  "%llu MB/s modelled", c->cus ? (unsigned)c->cus : 1u, (unsigned)c->bufsets,
+                  "%llu MB/s modelled", c->cus ? (unsigned)c->cus : 1u,
+                  c->bufsets ? (unsigned)c->bufsets : 2u,
                   c->emu_card_mbps);
     else if (strstr(name, "model"))
         lg_printf(dm->fs.log, LG_INFO, "engine=%s: the card's kernel is MODELLED in software "

@@ -1,7 +1,7 @@
 /* The CUDA backend: an NVIDIA GPU as the engine's card, in the plugin fpgalz4fs-cuda.so (the
  * CUDA runtime is linked in statically, so the daemon itself needs no CUDA on the host).
  *
- * One GPU is one compute unit with n buffer sets (bufsets=, 2 by default). Each set owns,
+ * One GPU is one compute unit with n buffer sets (bufsets=, 4 by default). Each set owns,
  * allocated once at open: a pinned host input, mapped pinned host outputs (bytes and sizes),
  * the device buffers, the kernel's scratch, a stream and an event. A run is one stream's
  * sequence: copy in (a copy engine), the kernel (kernels/cuda/), the drain that writes only
@@ -15,7 +15,8 @@
  *
  * A brick is up to CU_BRICK_BYTES of blocks: a GPU needs thousands of warps at once, one per
  * 16 KiB sub-block, so 64 MiB (4096 warps) fills an H100's 132 SMs about one and a half
- * times over, and two bricks in flight keep it full across a brick's tail.
+ * times over; four sets let the next bricks wait on the card while the host copies one in
+ * and checks another's output.
  *
  * Tests only: FPGALZ4FS_CUDA_FAIL_EVERY=N makes every Nth run's launch invalid (a real CUDA
  * launch error), to exercise the fallback. */
