@@ -85,16 +85,23 @@ refill_race() {
 import mmap, os, sys, threading
 path = sys.argv[1]
 size = 6 << 20
-state = [0, 0]                             # generation, bytes written in it
+# generation, bytes written in it, generation whose truncating open has begun. The kernel
+# checks a direct read against the size it knew when the read began: one that overlaps the
+# open that empties the file gets the daemon's empty replies as zero-filled pages (a daemon
+# -d trace: every READ of such a read answered with 0 bytes, the reader given a MiB of
+# zeros). Zeros are what a file being emptied may read as; old bytes never are.
+state = [0, 0, 0]
 lock = threading.Lock()
 errors = []
 stop = threading.Event()
 
 def writer():
     for v in range(1, 41):
+        with lock:
+            state[2] = v
         fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
         with lock:
-            state[:] = [v, 0]
+            state[:] = [v, 0, v]
         for off in range(0, size, 1 << 20):
             os.write(fd, bytes([v]) * (1 << 20))
             with lock:
@@ -108,11 +115,11 @@ def reader():
     while not stop.is_set():
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
         with lock:
-            low, written = state
+            low, written, _ = state
         data = buf[:os.preadv(fd, [buf], 0)]
         os.close(fd)
         with lock:
-            emptied = state[0] != low
+            emptied = state[2] != low
         for k in range(0, len(data), 4096):
             page = data[k:k + 4096]
             if page.count(page[0]) != len(page):
