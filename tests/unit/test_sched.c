@@ -83,7 +83,7 @@ static void test_card_keeps_up(void **state)
 }
 
 /* The idle share follows the windows: a card busy from an idle start passes under the
- * limit within 6 windows (60 ms), and one idle window puts it back over. */
+ * limit within 6 windows (60 ms), and a window idle a tenth of its time puts it back over. */
 static void test_idle_share(void **state)
 {
     (void)state;
