@@ -210,6 +210,16 @@ int ff_dup_fd(ff_file *f)
     return rc;
 }
 
+int ff_with_fd(ff_file *f, int (*fn)(int fd, void *arg), void *arg)
+{
+    int rc = ff_lock(f);
+    if (rc < 0)
+        return rc;
+    rc = fn(f->fd, arg);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
 int ff_fstat(ff_file *f, struct stat *st)
 {
     int rc = ff_lock(f);

@@ -123,6 +123,10 @@ uint64_t ff_env_fds(ff_env *env);      /* descriptors open files hold now */
  * fsync done here. */
 int ff_dup_fd(ff_file *f);
 int ff_fstat(ff_file *f, struct stat *st);
+/* Runs fn on the backing file's descriptor under the file's lock (it is not closed or
+ * reopened meanwhile): a change of owner or mode without a duplicate to make and close.
+ * Returns fn's result or the -errno of a failed reopen. */
+int ff_with_fd(ff_file *f, int (*fn)(int fd, void *arg), void *arg);
 void ff_set_owner(ff_file *f, uid_t uid);
 /* atime and mtime (UTIME_OMIT keeps one) of the open file, logical and backing, in one call:
  * the kernel's writeback cache sends them at every close of a written file. */

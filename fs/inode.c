@@ -15,6 +15,9 @@ struct in_table {
     size_t n_hashed;                   /* inodes in the chains */
     uint64_t n_live;                   /* inodes allocated, hashed or not */
     struct in_inode *root;             /* the backing directory; never freed before the table */
+    struct in_inode *dfd_head, *dfd_tail;  /* directories with a cached descriptor, most
+                                              recently used first */
+    unsigned n_dfd;                    /* their number, at most IN_DIR_FDS */
     int root_fd;                       /* owned by the caller */
     lg_log *log;                       /* owned by the caller */
 };
@@ -47,6 +50,7 @@ static struct in_inode *in_alloc(const struct in_key *key, mode_t type, const vo
     n->type = type;
     n->handle_len = handle_len;
     memcpy(n->handle, handle, handle_len);
+    n->dir_fd = -1;
     pthread_mutex_init(&n->lock, NULL);
     return n;
 }
@@ -155,10 +159,47 @@ int in_table_new(int root_fd, lg_log *log, in_table **out)
     return 0;
 }
 
+static void in_dfd_unlink_locked(in_table *t, struct in_inode *n)
+{
+    if (n->dfd_prev)
+        n->dfd_prev->dfd_next = n->dfd_next;
+    else
+        t->dfd_head = n->dfd_next;
+    if (n->dfd_next)
+        n->dfd_next->dfd_prev = n->dfd_prev;
+    else
+        t->dfd_tail = n->dfd_prev;
+    n->dfd_prev = n->dfd_next = NULL;
+}
+
+static void in_dfd_push_locked(in_table *t, struct in_inode *n)
+{
+    n->dfd_prev = NULL, n->dfd_next = t->dfd_head;
+    if (t->dfd_head)
+        t->dfd_head->dfd_prev = n;
+    else
+        t->dfd_tail = n;
+    t->dfd_head = n;
+}
+
+/* Takes n's cached descriptor out of the cache; returns it for the caller to close. */
+static int in_dfd_drop_locked(in_table *t, struct in_inode *n)
+{
+    int fd = n->dir_fd;
+    if (fd >= 0) {
+        in_dfd_unlink_locked(t, n);
+        n->dir_fd = -1;
+        t->n_dfd--;
+    }
+    return fd;
+}
+
 void in_table_free(in_table *t)
 {
     if (!t)
         return;
+    while (t->dfd_head)
+        close(in_dfd_drop_locked(t, t->dfd_head));
     for (size_t i = 0; i < t->n_buckets; i++) {
         struct in_inode *n = t->buckets[i];
         while (n) {
@@ -249,15 +290,83 @@ int in_lookup_at(in_table *t, int dirfd, const char *name, struct stat *st,
     return err;
 }
 
-/* Called with the table lock held: frees n when nothing refers to it any more. */
+/* Called with the table lock held: frees n when nothing refers to it any more. A borrowed
+ * descriptor counts: the kernel does not forget a directory a request is using, but the
+ * descriptor must not be closed under a borrower if it ever did. */
 static void in_maybe_free_locked(in_table *t, struct in_inode *n)
 {
-    if (n == t->root || n->nlookup > 0 || n->pins > 0)
+    if (n == t->root || n->nlookup > 0 || n->pins > 0 || n->dir_users > 0)
         return;
     if (n->hashed)
         in_unhash_locked(t, n);
+    int fd = in_dfd_drop_locked(t, n);
+    if (fd >= 0)
+        close(fd);
     t->n_live--;
     in_free(n);
+}
+
+/* Called with the table lock held: makes room for one more cached descriptor by dropping
+ * the least recently used one nobody borrows; returns it (to close), -1 when none was
+ * dropped, or -2 when every cached one is borrowed. */
+static int in_dfd_room_locked(in_table *t)
+{
+    if (t->n_dfd < IN_DIR_FDS)
+        return -1;
+    for (struct in_inode *v = t->dfd_tail; v; v = v->dfd_prev)
+        if (v->dir_users == 0)
+            return in_dfd_drop_locked(t, v);
+    return -2;
+}
+
+int in_dir_get(in_table *t, struct in_inode *n, in_dirfd *d)
+{
+    *d = (in_dirfd){t->root_fd, NULL, 0};
+    if (n == t->root)
+        return 0;
+    pthread_mutex_lock(&t->lock);
+    if (n->dir_fd < 0) {
+        pthread_mutex_unlock(&t->lock);
+        int fd = open_by_handle_at(t->root_fd, (struct file_handle *)n->handle,
+                                   O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        pthread_mutex_lock(&t->lock);
+        int old = n->dir_fd >= 0 ? fd : in_dfd_room_locked(t);   /* another get raced us */
+        if (old == -2) {
+            pthread_mutex_unlock(&t->lock);
+            *d = (in_dirfd){fd, NULL, 1};
+            return 0;
+        }
+        if (n->dir_fd < 0) {
+            n->dir_fd = fd;
+            t->n_dfd++;
+            in_dfd_push_locked(t, n);
+        }
+        if (old >= 0)
+            close(old);                /* not borrowed: no one else uses it */
+    }
+    n->dir_users++;
+    if (t->dfd_head != n) {
+        in_dfd_unlink_locked(t, n);
+        in_dfd_push_locked(t, n);
+    }
+    *d = (in_dirfd){n->dir_fd, n, 0};
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+void in_dir_put(in_table *t, in_dirfd *d)
+{
+    if (d->owned)
+        close(d->fd);
+    if (d->n) {
+        pthread_mutex_lock(&t->lock);
+        d->n->dir_users--;
+        in_maybe_free_locked(t, d->n);
+        pthread_mutex_unlock(&t->lock);
+    }
+    d->fd = -1, d->n = NULL, d->owned = 0;
 }
 
 uint64_t in_forget(in_table *t, struct in_inode *n, uint64_t count)

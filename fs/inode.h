@@ -5,9 +5,9 @@
  * inode, as they do on the backing filesystem. An inode keeps a file handle
  * (name_to_handle_at), never a descriptor: the open-file limit is far below the number of
  * objects a `cp -a` makes known, so a descriptor is obtained on demand with
- * open_by_handle_at and closed after the operation. The only long-lived per-file
- * descriptor is the one owned by an open regular file's ff_file (one per inode, shared by
- * every handle of it).
+ * open_by_handle_at and closed after the operation. The long-lived descriptors are the one
+ * owned by an open regular file's ff_file (one per inode, shared by every handle of it) and
+ * the bounded cache of directory descriptors (in_dir_get).
  *
  * The fuse nodeid of an inode is its address; the root (FUSE_ROOT_ID) is the backing
  * directory itself.
@@ -65,6 +65,10 @@ struct in_inode {
     off_t size_key;                    /* backing st_size the cached size was read at */
     struct timespec size_ctim;         /* backing st_ctim the cached size was read at */
     uint64_t size;                     /* cached logical size of a closed regular file */
+    int dir_fd;                        /* a directory's cached O_PATH descriptor, or -1
+                                          (table lock; in_dir_get) */
+    unsigned dir_users;                /* borrowers of dir_fd right now (table lock) */
+    struct in_inode *dfd_prev, *dfd_next;  /* the cache's LRU list (table lock) */
     unsigned xattr_none;               /* well-known attributes known absent (ops.c) */
     unsigned xattr_gen;                /* bumped by every call that may change that */
 
@@ -87,6 +91,22 @@ fuse_ino_t in_nodeid(in_table *t, const struct in_inode *n);
 /* A descriptor for the inode's backing object (flags as open(2): O_PATH, O_RDONLY, ...);
  * returns the descriptor or -errno. The caller closes it. */
 int in_open(in_table *t, struct in_inode *n, int flags);
+
+/* A directory's O_PATH descriptor, borrowed: most requests name a parent directory, and
+ * opening it by handle for each of them cost an open_by_handle_at and a close per request.
+ * The table keeps at most IN_DIR_FDS of them (least recently used first out), one per
+ * directory inode, closed when the inode is freed; the root's is the table's root_fd. A
+ * directory removed while cached keeps a descriptor to the dead directory, where every
+ * name lookup fails with ENOENT, as the kernel would answer. */
+#define IN_DIR_FDS 64u
+typedef struct {
+    int fd;
+    struct in_inode *n;                /* the inode whose cached descriptor this is, or NULL */
+    int owned;                         /* not cached (the cache was all in use): closed by put */
+} in_dirfd;
+/* 0 or -errno. Every successful get is followed by one in_dir_put. */
+int in_dir_get(in_table *t, struct in_inode *n, in_dirfd *d);
+void in_dir_put(in_table *t, in_dirfd *d);
 
 /* Finds or adds the inode of the object open at fd (any kind of descriptor, O_PATH
  * included), fills *st with fstat, and adds one lookup reference. Returns 0 or -errno. */

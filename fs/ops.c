@@ -293,8 +293,23 @@ static int op_stat_open(struct op_fs *fs, struct in_inode *n, struct stat *st)
     return err;
 }
 
+/* A directory's attributes through its cached descriptor (the parent of every new name is
+ * asked for them under default_permissions). */
+static int op_stat_dir(struct op_fs *fs, struct in_inode *n, struct stat *st)
+{
+    in_dirfd d;
+    int err = in_dir_get(fs->tab, n, &d);
+    if (err)
+        return err;
+    err = op_err(fstat(d.fd, st));
+    in_dir_put(fs->tab, &d);
+    return err ? err : op_logical_attr(fs, n, st);
+}
+
 static int op_stat(struct op_fs *fs, struct in_inode *n, struct stat *st)
 {
+    if (S_ISDIR(n->type))
+        return op_stat_dir(fs, n, st);
     int err = S_ISREG(n->type) ? op_stat_open(fs, n, st) : 1;
     if (err <= 0)
         return err;
@@ -327,9 +342,17 @@ static int op_entry(struct op_fs *fs, int dirfd, const char *name, struct fuse_e
     return 0;
 }
 
-static int op_dir_fd(struct op_fs *fs, fuse_ino_t ino)
+/* The parent directory of a request, borrowed from the inode table's cache (in_dir_get):
+ * given back with op_dir_put, never closed. */
+static int op_dir_get(struct op_fs *fs, fuse_ino_t ino, in_dirfd *d)
 {
-    return in_open(fs->tab, in_get(fs->tab, ino), O_PATH | O_DIRECTORY);
+    int err = in_dir_get(fs->tab, in_get(fs->tab, ino), d);
+    return err ? err : d->fd;
+}
+
+static void op_dir_put(struct op_fs *fs, in_dirfd *d)
+{
+    in_dir_put(fs->tab, d);
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -397,11 +420,12 @@ static int op_lookup_name(struct op_fs *fs, fuse_ino_t parent, const char *name,
 {
     if (op_is_store_name(fs, parent, name))
         return -ENOENT;
-    int dirfd = op_dir_fd(fs, parent);
+    in_dirfd d;
+    int dirfd = op_dir_get(fs, parent, &d);
     if (dirfd < 0)
         return dirfd;
     int err = op_entry(fs, dirfd, name, e);
-    close(dirfd);
+    op_dir_put(fs, &d);
     return err;
 }
 
@@ -523,7 +547,8 @@ static int op_new_entry(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, con
 {
     if (op_is_store_name(fs, parent, name))
         return -EPERM;
-    int dirfd = op_dir_fd(fs, parent);
+    in_dirfd d;
+    int dirfd = op_dir_get(fs, parent, &d);
     if (dirfd < 0)
         return dirfd;
     uid_t was = op_charge_caller(fs, req);
@@ -536,7 +561,7 @@ static int op_new_entry(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, con
         if (err)
             unlinkat(dirfd, name, S_ISDIR(nw->mode) ? AT_REMOVEDIR : 0);
     }
-    close(dirfd);
+    op_dir_put(fs, &d);
     return err;
 }
 
@@ -606,12 +631,13 @@ static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int 
 {
     if (op_is_store_name(fs, parent, name))
         return -ENOENT;
-    int dirfd = op_dir_fd(fs, parent);
+    in_dirfd d;
+    int dirfd = op_dir_get(fs, parent, &d);
     if (dirfd < 0)
         return dirfd;
     struct in_inode *victim = flags & AT_REMOVEDIR ? NULL : op_hold_victim(fs, dirfd, name);
     int err = op_err(unlinkat(dirfd, name, flags));
-    close(dirfd);
+    op_dir_put(fs, &d);
     op_done_victim(fs, victim, err);
     return err;
 }
@@ -637,18 +663,19 @@ static int op_rename_names(struct op_fs *fs, fuse_ino_t parent, const char *name
         return -EINVAL;
     if (op_is_store_name(fs, parent, name) || op_is_store_name(fs, newparent, newname))
         return -EPERM;
-    int from = op_dir_fd(fs, parent);
+    in_dirfd df, dt;
+    int from = op_dir_get(fs, parent, &df);
     if (from < 0)
         return from;
-    int to = op_dir_fd(fs, newparent);
+    int to = op_dir_get(fs, newparent, &dt);
     if (to < 0) {
-        close(from);
+        op_dir_put(fs, &df);
         return to;
     }
     struct in_inode *victim = flags & RENAME_EXCHANGE ? NULL : op_hold_victim(fs, to, newname);
     int err = op_err(renameat2(from, name, to, newname, flags));
-    close(to);
-    close(from);
+    op_dir_put(fs, &dt);
+    op_dir_put(fs, &df);
     op_done_victim(fs, victim, err);
     return err;
 }
@@ -673,13 +700,14 @@ static int op_link_name(struct op_fs *fs, fuse_ino_t ino, fuse_ino_t newparent,
     int fd = op_meta_fd(fs, in_get(fs->tab, ino));
     if (fd < 0)
         return fd;
-    int dirfd = op_dir_fd(fs, newparent);
+    in_dirfd d;
+    int dirfd = op_dir_get(fs, newparent, &d);
     int err = dirfd;
     if (dirfd >= 0) {
         err = op_err(linkat(fd, "", dirfd, newname, AT_EMPTY_PATH));
         if (!err)
             err = op_entry(fs, dirfd, newname, e);
-        close(dirfd);
+        op_dir_put(fs, &d);
     }
     close(fd);
     return err;
@@ -707,14 +735,70 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     op_reply_attr(req, fs, op_log(fs, "getattr", n, NULL, err), &st);
 }
 
-static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
+/* A change of metadata made through some descriptor of the inode; o_path: it is an O_PATH
+ * descriptor, which takes no fchmod. */
+struct op_meta {
+    int (*fn)(int fd, int o_path, void *arg);
+    void *arg;
+    int o_path;
+};
+
+static int op_meta_call(int fd, void *arg)
 {
-    int fd = op_meta_fd(fs, n);
+    struct op_meta *m = arg;
+    return m->fn(fd, m->o_path, m->arg);
+}
+
+/* Runs the change on a descriptor of n: an open file's own (under its lock, no duplicate
+ * made and closed: tar and cp -p change owner and mode of each file they still hold open),
+ * else a temporary O_PATH one. */
+static int op_meta_change(struct op_fs *fs, struct in_inode *n, struct op_meta *m)
+{
+    if (S_ISREG(n->type)) {
+        pthread_mutex_lock(&n->lock);
+        int err = n->file ? ff_with_fd(n->file, op_meta_call, m) : 1;
+        pthread_mutex_unlock(&n->lock);
+        if (err <= 0)
+            return err;
+    }
+    int fd = in_open(fs->tab, n, O_PATH);
     if (fd < 0)
         return fd;
-    op_xattr_changed(n);
-    int err = op_err(fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+    m->o_path = 1;
+    int err = op_meta_call(fd, m);
     close(fd);
+    return err;
+}
+
+struct op_owner {
+    uid_t uid;
+    gid_t gid;
+};
+
+static int op_chown_fd(int fd, int o_path, void *arg)
+{
+    (void)o_path;
+    const struct op_owner *o = arg;
+    return op_err(fchownat(fd, "", o->uid, o->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW));
+}
+
+/* An O_PATH descriptor's /proc link reaches the object itself. */
+static int op_chmod_fd(int fd, int o_path, void *arg)
+{
+    mode_t mode = *(const mode_t *)arg & 07777;
+    if (!o_path)
+        return op_err(fchmod(fd, mode));
+    char proc[40];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return op_err(chmod(proc, mode));
+}
+
+static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
+{
+    struct op_owner o = {uid, gid};
+    struct op_meta m = {op_chown_fd, &o, 0};
+    op_xattr_changed(n);
+    int err = op_meta_change(fs, n, &m);
     pthread_mutex_lock(&n->lock);
     if (!err && n->file && uid != (uid_t)-1)
         ff_set_owner(n->file, uid);    /* its later writes are the new owner's */
@@ -722,18 +806,11 @@ static int op_chown(struct op_fs *fs, struct in_inode *n, uid_t uid, gid_t gid)
     return err;
 }
 
-/* O_PATH descriptors take no fchmod; their /proc link reaches the object itself. */
 static int op_chmod(struct op_fs *fs, struct in_inode *n, mode_t mode)
 {
-    int fd = op_meta_fd(fs, n);
-    if (fd < 0)
-        return fd;
-    char proc[40];
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    struct op_meta m = {op_chmod_fd, &mode, 0};
     op_xattr_changed(n);               /* a chmod rewrites an access ACL */
-    int err = op_err(chmod(proc, mode & 07777));
-    close(fd);
-    return err;
+    return op_meta_change(fs, n, &m);
 }
 
 /* Truncation of a file nobody has open goes through a temporary open state, under the
@@ -1032,11 +1109,12 @@ static int op_create_name(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent,
 {
     if (op_is_store_name(fs, parent, name))
         return -EPERM;
-    int dirfd = op_dir_fd(fs, parent);
+    in_dirfd d;
+    int dirfd = op_dir_get(fs, parent, &d);
     if (dirfd < 0)
         return dirfd;
     int err = op_create_file(fs, req, dirfd, name, op_create_mode(fs, req, parent, mode), e, fi);
-    close(dirfd);
+    op_dir_put(fs, &d);
     return err;
 }
 
