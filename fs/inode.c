@@ -247,26 +247,20 @@ int in_open(in_table *t, struct in_inode *n, int flags)
 /* A hit whose handle differs is a backing inode number reused by a new object after the old
  * one was deleted: the stale entry leaves the hash (it dies at its last forget) and the new
  * object gets its own inode, so the kernel never mixes the two. */
-int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out)
+static int in_lookup_handle(in_table *t, const struct stat *st, const union in_handle_buf *hb,
+                            unsigned len, struct in_inode **out)
 {
-    union in_handle_buf hb;
-    unsigned len = 0;
-    if (fstat(fd, st) < 0)
-        return -errno;
     if (st->st_dev != t->root->key.dev)
         return -EXDEV;
-    int err = in_handle_of(fd, &hb, &len);
-    if (err)
-        return err;
     struct in_key key = {st->st_dev, st->st_ino};
     pthread_mutex_lock(&t->lock);
     struct in_inode *n = in_find_locked(t, &key);
-    if (n && (n->handle_len != len || memcmp(n->handle, &hb, len) != 0)) {
+    if (n && (n->handle_len != len || memcmp(n->handle, hb, len) != 0)) {
         in_unhash_locked(t, n);
         n = NULL;
     }
     if (!n) {
-        n = in_alloc(&key, st->st_mode & S_IFMT, &hb, len);
+        n = in_alloc(&key, st->st_mode & S_IFMT, hb, len);
         if (!n) {
             pthread_mutex_unlock(&t->lock);
             return -ENOMEM;
@@ -279,15 +273,37 @@ int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out)
     return 0;
 }
 
+int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out)
+{
+    union in_handle_buf hb;
+    unsigned len = 0;
+    if (fstat(fd, st) < 0)
+        return -errno;
+    if (st->st_dev != t->root->key.dev)
+        return -EXDEV;
+    int err = in_handle_of(fd, &hb, &len);
+    return err ? err : in_lookup_handle(t, st, &hb, len, out);
+}
+
+/* By name, without opening it: two system calls instead of four (open, fstat, the handle,
+ * close) for every lookup and every entry of a READDIRPLUS. The stat and the handle are of
+ * the same object because the kernel holds the directory's lock across the request (shared
+ * for lookups and listings, exclusive for whatever changes its names), and the daemon is
+ * the backing directory's only writer. */
 int in_lookup_at(in_table *t, int dirfd, const char *name, struct stat *st,
                  struct in_inode **out)
 {
-    int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    if (fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
         return -errno;
-    int err = in_lookup_fd(t, fd, st, out);
-    close(fd);
-    return err;
+    if (st->st_dev != t->root->key.dev)
+        return -EXDEV;
+    union in_handle_buf hb;
+    int mount_id;
+    hb.fh.handle_bytes = MAX_HANDLE_SZ;
+    if (name_to_handle_at(dirfd, name, &hb.fh, &mount_id, 0) < 0)
+        return -errno;
+    unsigned len = (unsigned)(sizeof(struct file_handle) + hb.fh.handle_bytes);
+    return in_lookup_handle(t, st, &hb, len, out);
 }
 
 /* Called with the table lock held: frees n when nothing refers to it any more. A borrowed
