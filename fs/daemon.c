@@ -206,7 +206,8 @@ static void dm_usage(FILE *out)
             "  emu_corrupt_rate=F     emulated card: fraction of runs with a wrong byte, 0..1 (0)\n"
             "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
             "  mem_mb=N               decoded-block cache and bricks in flight, >= 16\n"
-            "                         (256, or 64 per core with more than 4, at most 1/16 of RAM)\n"
+            "                         (256, or 64 per core with more than 4, cuda: 128 per core;\n"
+            "                         at most 1/16 of RAM)\n"
             "  file_version=1|2|3     on-disk format of new files; 1 or 2 for stores shared\n"
             "                         with builds that read only up to that version (3)\n"
             "  log=FILE               log file (default: stderr with -f, else syslog)\n"
@@ -349,15 +350,18 @@ static int dm_engine(struct dm_config *c, const char *engine)
     return dm_bad("engine=%s: expected auto, sw, emu, xrt or cuda", engine);
 }
 
-/* mem_mb when not given: 256, or 64 per online core where that is more (each streaming
- * writer keeps bricks in flight: at 256, eight writers on 16 cores waited for their own
- * bricks with the cores 46 % idle, docs/BENCHMARKS.md), but never above a sixteenth of the
- * memory. */
-static unsigned long long dm_default_mem_mb(void)
+/* mem_mb when not given: 256, or per_core MiB per online core where that is more (each
+ * streaming writer keeps bricks in flight: at 256, eight writers on 16 cores waited for their
+ * own bricks with the cores 46 % idle; with a GPU, whose four buffer sets hold 256 MiB of
+ * bricks besides, 8 writers wrote 10 % faster at 128 per core than at 64: docs/BENCHMARKS.md),
+ * but never above a sixteenth of the memory. */
+#define DM_MEM_MB_PER_CORE 64ull
+#define DM_MEM_MB_PER_CORE_CUDA 128ull
+static unsigned long long dm_default_mem_mb(unsigned long long per_core)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES);
     long page = sysconf(_SC_PAGESIZE);
-    unsigned long long mb = cores > 4 ? 64ull * (unsigned long long)cores : 256;
+    unsigned long long mb = cores > 4 ? per_core * (unsigned long long)cores : 256;
     unsigned long long cap = pages > 0 && page > 0
                                  ? (unsigned long long)pages * (unsigned long long)page >> 24
                                  : mb;
@@ -374,7 +378,7 @@ static int dm_check(struct fs_daemon *dm)
     c->card_timeout_ms = 5000;
     c->emu_card_mbps = 200;
     c->emu_pcie_mbps = 10000;
-    c->mem_mb = dm_default_mem_mb();
+    c->mem_mb = dm_default_mem_mb(DM_MEM_MB_PER_CORE);
     c->file_version = FMT_VERSION;
     if (dm_engine(c, o->engine) || dm_uint("sw_threads", o->sw_threads, 1, 1024, &c->sw_threads) ||
         dm_uint("cus", o->cus, 1, 64, &c->cus) ||
@@ -734,6 +738,8 @@ static int dm_open_engine(struct fs_daemon *dm)
         return dm_fail(dm, "xrt_kernel_model=1 needs engine=xrt");
     if (c->engine_auto)
         c->backend = ec.backend = dm_pick_engine(dm, &ec);
+    if (!dm->opt.mem_mb && c->backend == ENG_BACKEND_CUDA)
+        c->mem_mb = dm_default_mem_mb(DM_MEM_MB_PER_CORE_CUDA);
     dm->fs.eng = eng_open(&ec, err, sizeof(err));
     if (!dm->fs.eng)
         return dm_fail(dm, "engine=%s cannot open: %s", eng_backend_option(c->backend),

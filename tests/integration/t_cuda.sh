@@ -2,6 +2,7 @@
 # t_cuda: the CUDA backend through a real mount, on a host with an NVIDIA GPU.
 #  - fpgalz4fs --version lists cuda when the plugin loads;
 #  - engine=auto picks cuda when a GPU is present (the log says which GPU);
+#  - mem_mb's default with engine=cuda is 128 per core (more than 4 cores), as given otherwise;
 #  - with engine=cuda, a mixed copy (text, binary records, random bytes, zeros; ~100 MiB)
 #    reads back identical after a remount, every backing file decodes with the stock lz4,
 #    the counters say backend=cuda and the card compressed blocks;
@@ -53,6 +54,18 @@ card_used() {
     printf '%s\n' "$s" | grep -E '^(backend|blocks_card|blocks_sw|fallback_error)='
     [ "$(stat_of "$s" backend)" = cuda ] && [ "$(stat_of "$s" blocks_card)" -gt 0 ]
 }
+
+# mem_mb's default with a GPU: 128 per online core with more than 4 cores (the card's
+# buffer sets hold bricks besides the writers'), at most a sixteenth of the memory
+cores=$(getconf _NPROCESSORS_ONLN)
+want=$(( cores > 4 ? 128 * cores : 256 ))
+cap=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 24 ))
+[ "$want" -gt "$cap" ] && want=$cap
+[ "$want" -lt 256 ] && want=256
+mem_said() { mount_store "$1" && grep -o "mem_mb [0-9]*" "$(last_log)" | tail -1; umount_store; }
+check_eq "mem_mb by default with engine=cuda on $cores cores" "mem_mb $want" \
+    "$(mem_said engine=cuda)"
+check_eq "mem_mb as given with engine=cuda" "mem_mb 512" "$(mem_said engine=cuda,mem_mb=512)"
 
 check "mount with engine=cuda" mount_store "engine=cuda"
 check "a ~150 MiB mixed copy goes in" copy_in
