@@ -117,14 +117,22 @@ static struct in_inode *in_find_locked(in_table *t, const struct in_key *key)
     return n;
 }
 
-static int in_handle_of(int fd, union in_handle_buf *hb, unsigned *len)
+/* The file handle of name in dirfd (flags: AT_EMPTY_PATH for dirfd itself; 0 for name,
+ * a symlink not followed). */
+static int in_handle_at(int dirfd, const char *name, int flags, union in_handle_buf *hb,
+                        unsigned *len)
 {
     int mount_id;
     hb->fh.handle_bytes = MAX_HANDLE_SZ;
-    if (name_to_handle_at(fd, "", &hb->fh, &mount_id, AT_EMPTY_PATH) < 0)
+    if (name_to_handle_at(dirfd, name, &hb->fh, &mount_id, flags) < 0)
         return -errno;
     *len = (unsigned)(sizeof(struct file_handle) + hb->fh.handle_bytes);
     return 0;
+}
+
+static int in_handle_of(int fd, union in_handle_buf *hb, unsigned *len)
+{
+    return in_handle_at(fd, "", AT_EMPTY_PATH, hb, len);
 }
 
 int in_table_new(int root_fd, lg_log *log, in_table **out)
@@ -244,14 +252,14 @@ int in_open(in_table *t, struct in_inode *n, int flags)
     return fd < 0 ? -errno : fd;
 }
 
-/* A hit whose handle differs is a backing inode number reused by a new object after the old
- * one was deleted: the stale entry leaves the hash (it dies at its last forget) and the new
- * object gets its own inode, so the kernel never mixes the two. */
+/* The inode of the object with attributes st and handle hb (on the root's device: the
+ * callers check), with one more lookup reference. A hit whose handle differs is a backing
+ * inode number reused by a new object after the old one was deleted: the stale entry leaves
+ * the hash (it dies at its last forget) and the new object gets its own inode, so the kernel
+ * never mixes the two. */
 static int in_lookup_handle(in_table *t, const struct stat *st, const union in_handle_buf *hb,
                             unsigned len, struct in_inode **out)
 {
-    if (st->st_dev != t->root->key.dev)
-        return -EXDEV;
     struct in_key key = {st->st_dev, st->st_ino};
     pthread_mutex_lock(&t->lock);
     struct in_inode *n = in_find_locked(t, &key);
@@ -298,12 +306,9 @@ int in_lookup_at(in_table *t, int dirfd, const char *name, struct stat *st,
     if (st->st_dev != t->root->key.dev)
         return -EXDEV;
     union in_handle_buf hb;
-    int mount_id;
-    hb.fh.handle_bytes = MAX_HANDLE_SZ;
-    if (name_to_handle_at(dirfd, name, &hb.fh, &mount_id, 0) < 0)
-        return -errno;
-    unsigned len = (unsigned)(sizeof(struct file_handle) + hb.fh.handle_bytes);
-    return in_lookup_handle(t, st, &hb, len, out);
+    unsigned len = 0;
+    int err = in_handle_at(dirfd, name, 0, &hb, &len);
+    return err ? err : in_lookup_handle(t, st, &hb, len, out);
 }
 
 /* Called with the table lock held: frees n when nothing refers to it any more. A borrowed
