@@ -694,8 +694,9 @@ static void dm_mark_clean(struct fs_daemon *dm)
 
 /* Backing descriptors open files may keep: the open-file limit less what everything else
  * needs at once (directory streams, the IN_DIR_FDS cached directories, a few per request
- * in flight, the engine, FUSE, the log), so that however many files users hold open, the daemon can still open what the
- * next request needs. Past it, idle files close theirs (ff_fds.c). */
+ * in flight, the engine, FUSE, the log), so that however many files users hold open, the
+ * daemon can still open what the next request needs. Past it, idle files close theirs
+ * (ff_fds.c). */
 static uint64_t dm_fd_budget(struct fs_daemon *dm)
 {
     struct rlimit rl;

@@ -303,7 +303,7 @@ static int op_stat_dir(struct op_fs *fs, struct in_inode *n, struct stat *st)
         return err;
     err = op_err(fstat(d.fd, st));
     in_dir_put(fs->tab, &d);
-    return err ? err : op_logical_attr(fs, n, st);
+    return err;
 }
 
 static int op_stat(struct op_fs *fs, struct in_inode *n, struct stat *st)
@@ -343,16 +343,11 @@ static int op_entry(struct op_fs *fs, int dirfd, const char *name, struct fuse_e
 }
 
 /* The parent directory of a request, borrowed from the inode table's cache (in_dir_get):
- * given back with op_dir_put, never closed. */
+ * its descriptor or -errno; given back with in_dir_put, never closed. */
 static int op_dir_get(struct op_fs *fs, fuse_ino_t ino, in_dirfd *d)
 {
     int err = in_dir_get(fs->tab, in_get(fs->tab, ino), d);
     return err ? err : d->fd;
-}
-
-static void op_dir_put(struct op_fs *fs, in_dirfd *d)
-{
-    in_dir_put(fs->tab, d);
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -425,7 +420,7 @@ static int op_lookup_name(struct op_fs *fs, fuse_ino_t parent, const char *name,
     if (dirfd < 0)
         return dirfd;
     int err = op_entry(fs, dirfd, name, e);
-    op_dir_put(fs, &d);
+    in_dir_put(fs->tab, &d);
     return err;
 }
 
@@ -561,7 +556,7 @@ static int op_new_entry(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent, con
         if (err)
             unlinkat(dirfd, name, S_ISDIR(nw->mode) ? AT_REMOVEDIR : 0);
     }
-    op_dir_put(fs, &d);
+    in_dir_put(fs->tab, &d);
     return err;
 }
 
@@ -637,7 +632,7 @@ static int op_remove(struct op_fs *fs, fuse_ino_t parent, const char *name, int 
         return dirfd;
     struct in_inode *victim = flags & AT_REMOVEDIR ? NULL : op_hold_victim(fs, dirfd, name);
     int err = op_err(unlinkat(dirfd, name, flags));
-    op_dir_put(fs, &d);
+    in_dir_put(fs->tab, &d);
     op_done_victim(fs, victim, err);
     return err;
 }
@@ -669,13 +664,13 @@ static int op_rename_names(struct op_fs *fs, fuse_ino_t parent, const char *name
         return from;
     int to = op_dir_get(fs, newparent, &dt);
     if (to < 0) {
-        op_dir_put(fs, &df);
+        in_dir_put(fs->tab, &df);
         return to;
     }
     struct in_inode *victim = flags & RENAME_EXCHANGE ? NULL : op_hold_victim(fs, to, newname);
     int err = op_err(renameat2(from, name, to, newname, flags));
-    op_dir_put(fs, &dt);
-    op_dir_put(fs, &df);
+    in_dir_put(fs->tab, &dt);
+    in_dir_put(fs->tab, &df);
     op_done_victim(fs, victim, err);
     return err;
 }
@@ -707,7 +702,7 @@ static int op_link_name(struct op_fs *fs, fuse_ino_t ino, fuse_ino_t newparent,
         err = op_err(linkat(fd, "", dirfd, newname, AT_EMPTY_PATH));
         if (!err)
             err = op_entry(fs, dirfd, newname, e);
-        op_dir_put(fs, &d);
+        in_dir_put(fs->tab, &d);
     }
     close(fd);
     return err;
@@ -1114,7 +1109,7 @@ static int op_create_name(struct op_fs *fs, fuse_req_t req, fuse_ino_t parent,
     if (dirfd < 0)
         return dirfd;
     int err = op_create_file(fs, req, dirfd, name, op_create_mode(fs, req, parent, mode), e, fi);
-    op_dir_put(fs, &d);
+    in_dir_put(fs->tab, &d);
     return err;
 }
 

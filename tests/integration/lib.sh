@@ -566,6 +566,20 @@ use_store() {
 # the log file of the last mount made through lib.sh
 last_log() { printf '%s\n' "$WS/logs/daemon-$LOG_SEQ.log"; }
 
+# mem_mb's default for PER_CORE MiB per core: 256, or PER_CORE per online core with more than
+# 4 cores, at most a sixteenth of the memory (fs/daemon.c dm_default_mem_mb).
+default_mem_mb() {
+    local cores want cap
+    cores=$(getconf _NPROCESSORS_ONLN)
+    want=$(( cores > 4 ? $1 * cores : 256 ))
+    cap=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 24 ))
+    [ "$want" -gt "$cap" ] && want=$cap
+    [ "$want" -lt 256 ] && want=256
+    echo "$want"
+}
+# The mem_mb a mount with options $1 says it uses (its log's mount line).
+mem_said() { mount_store "$1" && grep -o "mem_mb [0-9]*" "$(last_log)" | tail -1; umount_store; }
+
 # no_daemon_for BACKING: no daemon of this test still serves that backing directory.
 no_daemon_for() {
     local p

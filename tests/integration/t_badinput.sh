@@ -199,13 +199,8 @@ done
 # ---------------------------------------------------------------- mem_mb's default
 # 256, or 64 per online core with more than 4 cores, at most a sixteenth of the memory
 # (with engine=cuda 128 per core: t_cuda checks that one on a host with a GPU)
-cores=$(getconf _NPROCESSORS_ONLN)
-want=$(( cores > 4 ? 64 * cores : 256 ))
-cap=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 24 ))
-[ "$want" -gt "$cap" ] && want=$cap
-[ "$want" -lt 256 ] && want=256
-mem_said() { mount_store "$1" && grep -o "mem_mb [0-9]*" "$(last_log)" | tail -1; umount_store; }
-check_eq "mem_mb by default on $cores cores (engine=sw)" "mem_mb $want" "$(mem_said engine=sw)"
+check_eq "mem_mb by default on $(getconf _NPROCESSORS_ONLN) cores (engine=sw)" \
+    "mem_mb $(default_mem_mb 64)" "$(mem_said engine=sw)"
 check_eq "mem_mb as given" "mem_mb 512" "$(mem_said mem_mb=512)"
 
 # ---------------------------------------------------------------- umount; mount

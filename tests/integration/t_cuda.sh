@@ -57,14 +57,8 @@ card_used() {
 
 # mem_mb's default with a GPU: 128 per online core with more than 4 cores (the card's
 # buffer sets hold bricks besides the writers'), at most a sixteenth of the memory
-cores=$(getconf _NPROCESSORS_ONLN)
-want=$(( cores > 4 ? 128 * cores : 256 ))
-cap=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 24 ))
-[ "$want" -gt "$cap" ] && want=$cap
-[ "$want" -lt 256 ] && want=256
-mem_said() { mount_store "$1" && grep -o "mem_mb [0-9]*" "$(last_log)" | tail -1; umount_store; }
-check_eq "mem_mb by default with engine=cuda on $cores cores" "mem_mb $want" \
-    "$(mem_said engine=cuda)"
+check_eq "mem_mb by default with engine=cuda on $(getconf _NPROCESSORS_ONLN) cores" \
+    "mem_mb $(default_mem_mb 128)" "$(mem_said engine=cuda)"
 check_eq "mem_mb as given with engine=cuda" "mem_mb 512" "$(mem_said engine=cuda,mem_mb=512)"
 
 check "mount with engine=cuda" mount_store "engine=cuda"
