@@ -28,29 +28,6 @@
 
 #define FF_FD_TRIM_TRIES 16u           /* busy files looked past per trim: bounds its work */
 
-static void ff_lru_unlink(ff_env *env, ff_file *f)
-{
-    if (f->lru_prev)
-        f->lru_prev->lru_next = f->lru_next;
-    else
-        env->lru_head = f->lru_next;
-    if (f->lru_next)
-        f->lru_next->lru_prev = f->lru_prev;
-    else
-        env->lru_tail = f->lru_prev;
-    f->lru_prev = f->lru_next = NULL;
-}
-
-static void ff_lru_push(ff_env *env, ff_file *f)
-{
-    f->lru_prev = NULL, f->lru_next = env->lru_head;
-    if (env->lru_head)
-        env->lru_head->lru_prev = f;
-    else
-        env->lru_tail = f;
-    env->lru_head = f;
-}
-
 /* Called with env->fd_lock held and victim's two locks taken: closes its descriptor unless
  * it is busy or unlinked. Returns 1 when the descriptor was closed. */
 static int ff_park_locked(ff_env *env, ff_file *v)
@@ -59,11 +36,11 @@ static int ff_park_locked(ff_env *env, ff_file *v)
         return 0;
     struct stat st;
     if (fstat(v->fd, &st) == 0 && st.st_nlink == 0) {
-        ff_lru_unlink(env, v);         /* no name is left to reopen it by */
+        lru_unlink(&env->lru, &v->lru);         /* no name is left to reopen it by */
         v->fd_state = FF_FD_HELD;
         return 0;
     }
-    ff_lru_unlink(env, v);
+    lru_unlink(&env->lru, &v->lru);
     (void)ff_name(v);                  /* a failed reopen's line still names it */
     close(v->fd);
     v->fd = -1;
@@ -78,9 +55,10 @@ static int ff_park_locked(ff_env *env, ff_file *v)
 static void ff_trim_locked(ff_env *env, const ff_file *self)
 {
     unsigned tries = 0;
-    ff_file *v = env->lru_tail;
-    while (env->opt.fd_max && env->n_fds > env->opt.fd_max && v && tries < FF_FD_TRIM_TRIES) {
-        ff_file *prev = v->lru_prev;
+    lru_node *at = env->lru.tail;
+    while (env->opt.fd_max && env->n_fds > env->opt.fd_max && at && tries < FF_FD_TRIM_TRIES) {
+        ff_file *v = LRU_ENTRY(at, ff_file, lru);
+        lru_node *prev = at->prev;
         int closed = 0;
         if (v != self && pthread_mutex_trylock(&v->lock) == 0) {
             if (pthread_rwlock_trywrlock(&v->io) == 0) {
@@ -91,7 +69,7 @@ static void ff_trim_locked(ff_env *env, const ff_file *self)
             pthread_mutex_unlock(&v->lock);
         }
         tries += !closed;
-        v = prev;
+        at = prev;
     }
 }
 
@@ -109,7 +87,7 @@ void ff_fds_remove(ff_file *f)
     ff_env *env = f->env;
     pthread_mutex_lock(&env->fd_lock);
     if (f->fd_state == FF_FD_OPEN)
-        ff_lru_unlink(env, f);
+        lru_unlink(&env->lru, &f->lru);
     if (f->fd_state != FF_FD_PARKED)
         env->n_fds--;
     f->fd_state = FF_FD_PARKED;
@@ -124,7 +102,7 @@ void ff_set_reopen_arg(ff_file *f, void *arg, int flags)
     pthread_mutex_lock(&env->fd_lock);
     if (f->fd_state == FF_FD_HELD && env->reopen && env->opt.fd_max) {
         f->fd_state = FF_FD_OPEN;
-        ff_lru_push(env, f);
+        lru_push(&env->lru, &f->lru);
         ff_trim_locked(env, f);
     }
     pthread_mutex_unlock(&env->fd_lock);
@@ -149,11 +127,10 @@ static int ff_fd_ready(ff_file *f)
     if (f->fd_state == FF_FD_PARKED) {
         f->fd_state = FF_FD_OPEN;
         env->n_fds++;
-        ff_lru_push(env, f);
+        lru_push(&env->lru, &f->lru);
         ff_trim_locked(env, f);
-    } else if (f->fd_state == FF_FD_OPEN && env->lru_head != f) {
-        ff_lru_unlink(env, f);
-        ff_lru_push(env, f);
+    } else if (f->fd_state == FF_FD_OPEN) {
+        lru_touch(&env->lru, &f->lru);
     }
     pthread_mutex_unlock(&env->fd_lock);
     return 0;
@@ -192,7 +169,7 @@ int ff_hold_fd(ff_file *f)
         return rc;
     pthread_mutex_lock(&f->env->fd_lock);
     if (f->fd_state == FF_FD_OPEN)
-        ff_lru_unlink(f->env, f);
+        lru_unlink(&f->env->lru, &f->lru);
     f->fd_state = FF_FD_HELD;
     pthread_mutex_unlock(&f->env->fd_lock);
     pthread_mutex_unlock(&f->lock);

@@ -38,6 +38,7 @@
 #include "eng_tail.h"
 #include "ffile.h"
 #include "fmt.h"
+#include "lru.h"
 
 #define FF_FRAME_MAX_BLOCKS 16u        /* bounds a frame (and a retired skippable) */
 #define FF_STREAM_BLOCKS 8u            /* an appending writer commits every brick of blocks */
@@ -66,7 +67,9 @@ typedef struct {
 /* What memory knows of a version 2 file's tail (fmt2.h). */
 typedef struct {
     uint64_t tail;                     /* where the last slot's extent ends */
-    uint64_t eof;                      /* backing file length */
+    uint64_t eof;                      /* backing file length, or more, never less (a
+                                          failed commit reads it back): footers skip the
+                                          cut that would not change it */
     uint64_t seq;                      /* the footer's commit number */
     uint64_t fresh;                    /* blocks >= fresh were written since the last sync */
     uint64_t disk_fresh;               /* what the footer at rest says of it (never more) */
@@ -115,7 +118,7 @@ struct ff_env_s {
     void *reopen_ctx;
     pthread_mutex_t fd_lock;           /* the fields below and every file's fd_state and
                                           lru links (ff_fds.c) */
-    ff_file *lru_head, *lru_tail;      /* files in FF_FD_OPEN, most recently used first */
+    lru_list lru;                      /* files in FF_FD_OPEN, most recently used first */
     uint64_t n_fds;                    /* descriptors held by files (OPEN and HELD) */
 };
 
@@ -134,7 +137,7 @@ struct ff_file_s {
     int fd;                            /* the backing file, owned; -1 while parked: use it
                                           only after ff_lock (or with f->io held) */
     int fd_state;                      /* FF_FD_* (env->fd_lock) */
-    ff_file *lru_prev, *lru_next;      /* env's LRU list while FF_FD_OPEN (env->fd_lock) */
+    lru_node lru;                      /* on env->lru while FF_FD_OPEN (env->fd_lock) */
     void *reopen_arg;                  /* the caller's name for the file, for env->reopen */
     int reopen_flags;                  /* open(2) flags the descriptor was opened with */
     uid_t owner;                       /* the backing file's owner: its blocks are the

@@ -443,7 +443,7 @@ fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t 
 int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
 {
     fmt2_footer ft = ff2_footer(f, size, tail, 0, 0, fresh);
-    int rc = fmt2_footer_write(f->fd, tail, &ft);
+    int rc = fmt2_footer_put(f->fd, tail, &ft, f->v2.eof);
     if (rc == 0)
         f->v2.seq++, f->v2.disk_fresh = fresh, f->v2.eof = tail + FMT2_FOOTER_LEN,
         f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0,
@@ -469,7 +469,7 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     int sync = t->durable || promised;
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
     if (rc == 0)
-        rc = fmt2_footer_write(f->fd, at + jlen, &ft);
+        rc = fmt2_footer_put(f->fd, at + jlen, &ft, f->v2.eof);
     if (rc == 0)                       /* from here the journal is the commit: a failure
                                           leaves its slots to be redone, never rolled back */
         f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.eof = at + jlen + FMT2_FOOTER_LEN,
@@ -614,7 +614,9 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
         rc = ff2_write_appends(f, &fr, t.n, t.tail);
     if (rc == 0) {
         ff2_adopt(f, &fr, &t);
-        f->v2.eof = t.tail;
+        if (t.tail > f->v2.eof)        /* nothing was cut: an old journal or pair area
+                                          past the new slots is still there */
+            f->v2.eof = t.tail;
         f->v2.footerless = 1, f->v2.paired = 0;
     }
     ff2_frames_free(&fr);

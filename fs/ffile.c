@@ -184,6 +184,12 @@ static size_t ff_new_file(const ff_env *env, uint8_t *out)
  * written, without reading it back: creating many small files is all overhead. */
 int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
 {
+    struct stat st;
+    return ff_create_stat(env, fd, name, out, &st);
+}
+
+int ff_create_stat(ff_env *env, int fd, const char *name, ff_file **out, struct stat *stp)
+{
     uint8_t head[FMT_MARKER_LEN + FMT2_FOOTER_LEN + 8 + FMT_FOOTER_LEN];
     size_t len = ff_new_file(env, head);
     struct stat st;
@@ -202,6 +208,7 @@ int ff_create(ff_env *env, int fd, const char *name, ff_file **out)
     f->bs = env->sb.block_size;
     f->version = ff_new_version(env);
     ff_set_empty(f);
+    *stp = st;
     *out = f;
     return 0;
 }

@@ -59,6 +59,8 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out);
 /* Turns a new, empty backing file into an empty own file (marker + empty seek table), then
  * opens it as ff_open does. */
 int ff_create(ff_env *env, int fd, const char *name, ff_file **out);
+/* The same, giving the backing file's attributes right after (a create answers with them). */
+int ff_create_stat(ff_env *env, int fd, const char *name, ff_file **out, struct stat *st);
 
 /* Commits and frees; returns the commit's error (the state is freed either way). */
 int ff_release(ff_file *f);

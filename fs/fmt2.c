@@ -312,10 +312,17 @@ fmt_error fmt2_footer_find(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *
 
 int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft)
 {
+    return fmt2_footer_put(fd, off, ft, UINT64_MAX);
+}
+
+/* A cut that changes no length still sets the backing file's times: a change of metadata,
+ * which ext4 makes the next sync pay for with a commit of its own journal. */
+int fmt2_footer_put(int fd, uint64_t off, const fmt2_footer *ft, uint64_t len_now)
+{
     uint8_t b[FMT2_FOOTER_LEN];
     fmt2_footer_encode(ft, b);
     int rc = fmt_pwrite_all(fd, b, sizeof(b), off);
-    if (rc == 0 && ftruncate(fd, (off_t)(off + sizeof(b))) < 0)
+    if (rc == 0 && len_now > off + sizeof(b) && ftruncate(fd, (off_t)(off + sizeof(b))) < 0)
         rc = -errno;
     return rc;
 }

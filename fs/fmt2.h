@@ -163,6 +163,9 @@ void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN]);
 fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft);
 /* Writes the footer at off and cuts the file after it. */
 int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft);
+/* The same where the file is known to be at most len_now bytes long: no cut when the footer
+ * reaches its end (the write leaves the length right). */
+int fmt2_footer_put(int fd, uint64_t off, const fmt2_footer *ft, uint64_t len_now);
 /* The paired footers at the end of a file of file_len bytes (a multiple of FMT2_PAIR_LEN)
  * that are valid, oldest first (*n: 0, 1 or 2). Their journals are not looked at. */
 fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[2], int *n);

@@ -15,8 +15,8 @@ struct in_table {
     size_t n_hashed;                   /* inodes in the chains */
     uint64_t n_live;                   /* inodes allocated, hashed or not */
     struct in_inode *root;             /* the backing directory; never freed before the table */
-    struct in_inode *dfd_head, *dfd_tail;  /* directories with a cached descriptor, most
-                                              recently used first */
+    lru_list dfds;                     /* directories with a cached descriptor, most
+                                          recently used first */
     unsigned n_dfd;                    /* their number, at most IN_DIR_FDS */
     int root_fd;                       /* owned by the caller */
     lg_log *log;                       /* owned by the caller */
@@ -167,35 +167,12 @@ int in_table_new(int root_fd, lg_log *log, in_table **out)
     return 0;
 }
 
-static void in_dfd_unlink_locked(in_table *t, struct in_inode *n)
-{
-    if (n->dfd_prev)
-        n->dfd_prev->dfd_next = n->dfd_next;
-    else
-        t->dfd_head = n->dfd_next;
-    if (n->dfd_next)
-        n->dfd_next->dfd_prev = n->dfd_prev;
-    else
-        t->dfd_tail = n->dfd_prev;
-    n->dfd_prev = n->dfd_next = NULL;
-}
-
-static void in_dfd_push_locked(in_table *t, struct in_inode *n)
-{
-    n->dfd_prev = NULL, n->dfd_next = t->dfd_head;
-    if (t->dfd_head)
-        t->dfd_head->dfd_prev = n;
-    else
-        t->dfd_tail = n;
-    t->dfd_head = n;
-}
-
 /* Takes n's cached descriptor out of the cache; returns it for the caller to close. */
 static int in_dfd_drop_locked(in_table *t, struct in_inode *n)
 {
     int fd = n->dir_fd;
     if (fd >= 0) {
-        in_dfd_unlink_locked(t, n);
+        lru_unlink(&t->dfds, &n->dfd);
         n->dir_fd = -1;
         t->n_dfd--;
     }
@@ -206,8 +183,8 @@ void in_table_free(in_table *t)
 {
     if (!t)
         return;
-    while (t->dfd_head)
-        close(in_dfd_drop_locked(t, t->dfd_head));
+    while (t->dfds.head)
+        close(in_dfd_drop_locked(t, LRU_ENTRY(t->dfds.head, struct in_inode, dfd)));
     for (size_t i = 0; i < t->n_buckets; i++) {
         struct in_inode *n = t->buckets[i];
         while (n) {
@@ -283,10 +260,15 @@ static int in_lookup_handle(in_table *t, const struct stat *st, const union in_h
 
 int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out)
 {
-    union in_handle_buf hb;
-    unsigned len = 0;
     if (fstat(fd, st) < 0)
         return -errno;
+    return in_lookup_stated(t, fd, st, out);
+}
+
+int in_lookup_stated(in_table *t, int fd, const struct stat *st, struct in_inode **out)
+{
+    union in_handle_buf hb;
+    unsigned len = 0;
     if (st->st_dev != t->root->key.dev)
         return -EXDEV;
     int err = in_handle_of(fd, &hb, &len);
@@ -334,9 +316,11 @@ static int in_dfd_room_locked(in_table *t)
 {
     if (t->n_dfd < IN_DIR_FDS)
         return -1;
-    for (struct in_inode *v = t->dfd_tail; v; v = v->dfd_prev)
+    for (lru_node *at = t->dfds.tail; at; at = at->prev) {
+        struct in_inode *v = LRU_ENTRY(at, struct in_inode, dfd);
         if (v->dir_users == 0)
             return in_dfd_drop_locked(t, v);
+    }
     return -2;
 }
 
@@ -362,16 +346,13 @@ int in_dir_get(in_table *t, struct in_inode *n, in_dirfd *d)
         if (n->dir_fd < 0) {
             n->dir_fd = fd;
             t->n_dfd++;
-            in_dfd_push_locked(t, n);
+            lru_push(&t->dfds, &n->dfd);
         }
         if (old >= 0)
             close(old);                /* not borrowed: no one else uses it */
     }
     n->dir_users++;
-    if (t->dfd_head != n) {
-        in_dfd_unlink_locked(t, n);
-        in_dfd_push_locked(t, n);
-    }
+    lru_touch(&t->dfds, &n->dfd);
     *d = (in_dirfd){n->dir_fd, n, 0};
     pthread_mutex_unlock(&t->lock);
     return 0;

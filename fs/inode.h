@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "ffile.h"
+#include "lru.h"
 
 typedef struct in_table in_table;
 
@@ -60,7 +61,7 @@ struct in_inode {
                                           (ops_keep.c): it holds data whose commit failed,
                                           or is kept warm for its next open; the retention
                                           holds one pin */
-    struct in_inode *warm_prev, *warm_next;   /* the warm list (op_fs.warm_lock) */
+    lru_node warm;                     /* on the warm list (op_fs.warm_lock) */
     int size_valid;                    /* the cached logical size below is filled */
     off_t size_key;                    /* backing st_size the cached size was read at */
     struct timespec size_ctim;         /* backing st_ctim the cached size was read at */
@@ -68,7 +69,8 @@ struct in_inode {
     int dir_fd;                        /* a directory's cached O_PATH descriptor, or -1
                                           (table lock; in_dir_get) */
     unsigned dir_users;                /* borrowers of dir_fd right now (table lock) */
-    struct in_inode *dfd_prev, *dfd_next;  /* the cache's LRU list (table lock) */
+    lru_node dfd;                      /* on the cache's list while dir_fd >= 0 (table
+                                          lock) */
     unsigned xattr_none;               /* well-known attributes known absent (ops.c) */
     unsigned xattr_gen;                /* bumped by every call that may change that */
 
@@ -114,6 +116,8 @@ int in_lookup_fd(in_table *t, int fd, struct stat *st, struct in_inode **out);
 /* The same for name in the directory dirfd (symlinks are not followed). */
 int in_lookup_at(in_table *t, int dirfd, const char *name, struct stat *st,
                  struct in_inode **out);
+/* in_lookup_fd for a descriptor whose attributes the caller has just read into st. */
+int in_lookup_stated(in_table *t, int fd, const struct stat *st, struct in_inode **out);
 
 /* Drops n lookup references; frees the inode when none are left and no handle pins it.
  * Returns the references left (n may be gone when that is 0 and nothing pinned it). */

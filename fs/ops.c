@@ -1021,13 +1021,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_open(req, fi);
 }
 
-/* Installs a freshly created file's state in its inode. */
+/* Installs a freshly created file's state in its inode; e->attr comes holding the backing
+ * file's attributes (ff_create_stat). */
 static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entry_param *e,
                           struct fuse_file_info *fi)
 {
     struct in_inode *n;
+    struct stat st = e->attr;
     memset(e, 0, sizeof(*e));
-    int err = in_lookup_fd(fs->tab, fd, &e->attr, &n);
+    e->attr = st;
+    int err = in_lookup_stated(fs->tab, fd, &e->attr, &n);
     if (err) {
         ff_release(f);
         return err;
@@ -1090,7 +1093,7 @@ static int op_create_file(struct op_fs *fs, fuse_req_t req, int dirfd, const cha
         return err;
     }
     ff_file *f;
-    err = ff_create(fs->env, fd, NULL, &f);
+    err = ff_create_stat(fs->env, fd, NULL, &f, &e->attr);
     if (!err)                          /* fd stays f's until ff_set_reopen_arg */
         err = op_install_new(fs, f, fd, e, fi);
     if (err)

@@ -39,8 +39,7 @@ struct op_fs {
     struct fuse_session *se;           /* for asking the kernel to write back dirty pages */
     atomic_uint retained;              /* files kept after a failed last commit (in_inode) */
     pthread_mutex_t warm_lock;         /* the warm list (ops_keep.c): files kept for their */
-    struct in_inode *warm_head;        /* next open, most recently closed first */
-    struct in_inode *warm_tail;
+    lru_list warm_list;                /* next open, most recently closed first */
     unsigned warm;                     /* how many */
     dr_bound dirs;                     /* directory streams held by open listings */
     sz_cache *sizes;                   /* logical sizes of closed files (NULL: none) */

@@ -42,15 +42,7 @@ static int op_deleted(ff_file *f)
 static void op_warm_unlink(struct op_fs *fs, struct in_inode *n)
 {
     pthread_mutex_lock(&fs->warm_lock);
-    if (n->warm_prev)
-        n->warm_prev->warm_next = n->warm_next;
-    else
-        fs->warm_head = n->warm_next;
-    if (n->warm_next)
-        n->warm_next->warm_prev = n->warm_prev;
-    else
-        fs->warm_tail = n->warm_prev;
-    n->warm_prev = n->warm_next = NULL;
+    lru_unlink(&fs->warm_list, &n->warm);
     fs->warm--;
     pthread_mutex_unlock(&fs->warm_lock);
 }
@@ -58,13 +50,7 @@ static void op_warm_unlink(struct op_fs *fs, struct in_inode *n)
 static void op_warm_push(struct op_fs *fs, struct in_inode *n)
 {
     pthread_mutex_lock(&fs->warm_lock);
-    n->warm_prev = NULL;
-    n->warm_next = fs->warm_head;
-    if (fs->warm_head)
-        fs->warm_head->warm_prev = n;
-    else
-        fs->warm_tail = n;
-    fs->warm_head = n;
+    lru_push(&fs->warm_list, &n->warm);
     fs->warm++;
     pthread_mutex_unlock(&fs->warm_lock);
 }
@@ -161,7 +147,8 @@ void op_warm_trim(struct op_fs *fs)
 {
     for (;;) {
         pthread_mutex_lock(&fs->warm_lock);
-        struct in_inode *n = fs->warm > OP_WARM_MAX ? fs->warm_tail : NULL;
+        struct in_inode *n =
+            fs->warm > OP_WARM_MAX ? LRU_ENTRY(fs->warm_list.tail, struct in_inode, warm) : NULL;
         if (n)
             in_pin(fs->tab, n);        /* the list's entry may end meanwhile */
         pthread_mutex_unlock(&fs->warm_lock);
