@@ -36,7 +36,7 @@ static int ff_park_locked(ff_env *env, ff_file *v)
         return 0;
     struct stat st;
     if (fstat(v->fd, &st) == 0 && st.st_nlink == 0) {
-        lru_unlink(&env->lru, &v->lru);         /* no name is left to reopen it by */
+        lru_unlink(&env->lru, &v->lru); /* no name is left to reopen it by */
         v->fd_state = FF_FD_HELD;
         return 0;
     }
