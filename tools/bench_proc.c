@@ -305,13 +305,19 @@ int bn_mount_down(bn_mount *m)
         int st;
         if (waitpid(m->pid, &st, WNOHANG) == m->pid) {
             m->pid = 0;
-            return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                return 0;
+            fprintf(stderr, BN_NAME ": the daemon of %s %s %d after its unmount\n", m->mnt,
+                    WIFEXITED(st) ? "exited with status" : "was killed by signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            return -1;
         }
         if (bn_clock(CLOCK_MONOTONIC) - t0 > BN_UMOUNT_WAIT_S)
             break;
         usleep(10000);
     }
-    fprintf(stderr, BN_NAME ": %s did not unmount cleanly; forcing it\n", m->mnt);
+    fprintf(stderr, BN_NAME ": %s did not unmount cleanly (%s); forcing it\n", m->mnt,
+            rc ? "fusermount3 -u failed" : "the daemon did not exit");
     bn_cleanup_one(m);
     return -1;
 }
