@@ -72,6 +72,7 @@ struct dm_opts {
     int read_only;                     /* -o ro, unless a later -o rw */
     int noacl;                         /* -o noacl, unless a later -o acl */
     int nodirect;                      /* -o nodirect_writes, unless a later direct_writes */
+    int dir_handles;                   /* -o dir_handles, unless a later nodir_handles */
     int help;                          /* -h, --help */
     int version;                       /* -V, --version */
 };
@@ -120,7 +121,7 @@ struct fs_daemon {
 };
 
 enum { DM_KEY_HELP, DM_KEY_VERSION, DM_KEY_FG, DM_KEY_DEBUG, DM_KEY_RO, DM_KEY_RW, DM_KEY_ACL,
-       DM_KEY_NOACL, DM_KEY_DIRECT, DM_KEY_NODIRECT };
+       DM_KEY_NOACL, DM_KEY_DIRECT, DM_KEY_NODIRECT, DM_KEY_DIRH, DM_KEY_NODIRH };
 
 #define DM_OPT(templ, field) {templ, offsetof(struct dm_opts, field), 0}
 
@@ -155,6 +156,8 @@ static const struct fuse_opt dm_specs[] = {
     FUSE_OPT_KEY("noacl", DM_KEY_NOACL),
     FUSE_OPT_KEY("direct_writes", DM_KEY_DIRECT),
     FUSE_OPT_KEY("nodirect_writes", DM_KEY_NODIRECT),
+    FUSE_OPT_KEY("dir_handles", DM_KEY_DIRH),
+    FUSE_OPT_KEY("nodir_handles", DM_KEY_NODIRH),
     /* What mount(8) and fstab may pass that libfuse does not know: access-time policy is
      * the kernel's for a FUSE mount, and the rest concern mount(8) itself. */
     FUSE_OPT_KEY("diratime", FUSE_OPT_KEY_DISCARD),
@@ -215,6 +218,9 @@ static void dm_usage(FILE *out)
             "  direct_writes, nodirect_writes\n"
             "                         a file created or opened write-only with O_TRUNC is\n"
             "                         written past the page cache, or through it (direct)\n"
+            "  dir_handles, nodir_handles\n"
+            "                         every listing opens the directory (OPENDIR, RELEASEDIR),\n"
+            "                         or only where the kernel cannot skip it (nodir_handles)\n"
             "\n"
             "Standard mount and FUSE options pass through, among them:\n"
             "  ro, rw, allow_other, allow_root, default_permissions (always on), dev, nodev,\n"
@@ -260,6 +266,10 @@ static int dm_opt_proc(void *data, const char *arg, int key, struct fuse_args *o
     case DM_KEY_DIRECT:
     case DM_KEY_NODIRECT:
         o->nodirect = key == DM_KEY_NODIRECT;
+        return 0;
+    case DM_KEY_DIRH:
+    case DM_KEY_NODIRH:
+        o->dir_handles = key == DM_KEY_DIRH;
         return 0;
     case FUSE_OPT_KEY_NONOPT:
         if (!o->backing)
@@ -793,6 +803,7 @@ static int dm_mount(struct fs_daemon *dm)
     dm->fs.read_only = dm->opt.read_only;
     dm->fs.acl = !dm->opt.noacl;
     dm->fs.direct_writes = !dm->opt.nodirect;
+    dm->fs.dir_handles = dm->opt.dir_handles;
     dm->fs.blksize = (blksize_t)dm->sb.block_size;
     dm->fs.uid = geteuid();
     dm->fs.gid = getegid();

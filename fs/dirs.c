@@ -33,6 +33,9 @@ static int dr_stream(dr_dir *d)
     int fd = in_open(d->tab, d->n, d->flags);
     if (fd == -EPERM && (d->flags & O_NOATIME))
         fd = in_open(d->tab, d->n, d->flags &= ~O_NOATIME);
+    /* A handle that names nothing any more: the directory was removed behind the mount. */
+    if (fd == -ESTALE)
+        return -ENOENT;
     if (fd < 0)
         return fd;
     d->dp = fdopendir(fd);
@@ -74,14 +77,21 @@ static int dr_ready(dr_dir *d, off_t off)
     return 0;
 }
 
+/* A listing of n, parked: no stream yet, and none counted. */
+static dr_dir dr_init(in_table *tab, struct in_inode *n, int read_only, dr_bound *b)
+{
+    /* Under ro not even a directory's atime changes in the backing directory. */
+    return (dr_dir){.tab = tab, .n = n, .b = b, .in_root = n == in_root(tab),
+                    .state = DR_PARKED,
+                    .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (read_only ? O_NOATIME : 0)};
+}
+
 int dr_open(in_table *tab, struct in_inode *n, int read_only, dr_bound *b, dr_dir **out)
 {
     dr_dir *d = calloc(1, sizeof(*d));
     if (!d)
         return -ENOMEM;
-    /* Under ro not even a directory's atime changes in the backing directory. */
-    *d = (dr_dir){.tab = tab, .n = n, .b = b, .in_root = n == in_root(tab),
-                  .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | (read_only ? O_NOATIME : 0)};
+    *d = dr_init(tab, n, read_only, b);
     int err = dr_stream(d);
     if (err) {
         free(d);
@@ -159,6 +169,39 @@ int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, const 
     if (d->state == DR_OPEN && d->b->max && atomic_load(&d->b->held) > d->b->max)
         dr_park(d);
     pthread_mutex_unlock(&d->lock);
+    return err;
+}
+
+/* A stream for this request alone, opened at the start of the directory: a new stream is
+ * there already, so a first listing seeks nowhere. */
+int dr_fill_once(in_table *tab, struct in_inode *n, int read_only, dr_bound *b,
+                 fuse_req_t req, char *buf, size_t size, off_t off, const dr_plus *plus,
+                 size_t *used)
+{
+    dr_dir d = dr_init(tab, n, read_only, b);
+    *used = 0;
+    int err = dr_stream(&d);
+    /* Removed behind the mount while the kernel held it open: it lists as empty, as a
+     * removed directory does in the backing filesystem (and as a stream held would). */
+    if (err == -ENOENT)
+        return 0;
+    if (err)
+        return err;
+    if (off != 0)
+        seekdir(d.dp, off);
+    d.offset = off;
+    err = dr_fill_locked(&d, req, buf, size, used, plus);
+    dr_park(&d);
+    return err;
+}
+
+int dr_fsync_once(in_table *tab, struct in_inode *n, int datasync)
+{
+    int fd = in_open(tab, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return fd;
+    int err = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
+    close(fd);
     return err;
 }
 

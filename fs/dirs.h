@@ -47,6 +47,14 @@ int dr_open(in_table *tab, struct in_inode *n, int read_only, dr_bound *b, dr_di
 int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, const dr_plus *plus,
             size_t *used);
 int dr_fsync(dr_dir *d, int datasync);
+
+/* The same with no handle, where the kernel skipped OPENDIR (FUSE_CAP_NO_OPENDIR_SUPPORT): a
+ * stream of n opened for this one request, at offset off, and closed before it returns, so
+ * that a listing holds nothing between requests. */
+int dr_fill_once(in_table *tab, struct in_inode *n, int read_only, dr_bound *b,
+                 fuse_req_t req, char *buf, size_t size, off_t off, const dr_plus *plus,
+                 size_t *used);
+int dr_fsync_once(in_table *tab, struct in_inode *n, int datasync);
 void dr_close(dr_dir *d);
 
 #endif

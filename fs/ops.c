@@ -375,6 +375,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     }
     conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE |
                     FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_AUTO_INVAL_DATA);
+    if (!(conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT))
+        fs->dir_handles = 1;
     conn->max_write = 1u << 20;
     conn->max_readahead = 1u << 20;
     conn->time_gran = 1;
@@ -1260,9 +1262,17 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 /* ------------------------------------------------------------------------------------- */
 /* Directories */
 
+/* Where the kernel can do without it, an OPENDIR is refused with ENOSYS, which the kernel
+ * takes as a success that needs no reply next time: a listing then costs no OPENDIR and no
+ * RELEASEDIR, and each READDIR opens its own stream (dr_fill_once). The kernel caches such
+ * listings as it would with cache_readdir. */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
+    if (!fs->dir_handles) {
+        fuse_reply_err(req, ENOSYS);
+        return;
+    }
     struct in_inode *n = in_get(fs->tab, ino);
     dr_dir *d = NULL;
     int err = op_log(fs, "opendir", n, NULL, dr_open(fs->tab, n, fs->read_only, &fs->dirs, &d));
@@ -1295,7 +1305,10 @@ static void op_list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     dr_plus p = {op_plus_lookup, op_plus_forget, fs};
     char *buf = malloc(size ? size : 1);
     size_t used = 0;
-    int err = buf ? dr_fill(d, req, buf, size, off, plus ? &p : NULL, &used) : -ENOMEM;
+    int err = !buf ? -ENOMEM
+              : d  ? dr_fill(d, req, buf, size, off, plus ? &p : NULL, &used)
+                   : dr_fill_once(fs->tab, in_get(fs->tab, ino), fs->read_only, &fs->dirs, req,
+                                  buf, size, off, plus ? &p : NULL, &used);
     err = op_log(fs, plus ? "readdirplus" : "readdir", in_get(fs->tab, ino), NULL, err);
     if (err)
         fuse_reply_err(req, -err);
@@ -1320,14 +1333,16 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    dr_close((dr_dir *)(uintptr_t)fi->fh);
+    if (fi->fh)
+        dr_close((dr_dir *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    int err = dr_fsync((dr_dir *)(uintptr_t)fi->fh, datasync);
+    dr_dir *d = (dr_dir *)(uintptr_t)fi->fh;
+    int err = d ? dr_fsync(d, datasync) : dr_fsync_once(fs->tab, in_get(fs->tab, ino), datasync);
     fuse_reply_err(req, -op_log(fs, "fsyncdir", in_get(fs->tab, ino), NULL, err));
 }
 

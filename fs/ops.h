@@ -42,6 +42,8 @@ struct op_fs {
     lru_list warm_list;                /* next open, most recently closed first */
     unsigned warm;                     /* how many */
     dr_bound dirs;                     /* directory streams held by open listings */
+    int dir_handles;                   /* listings have handles (OPENDIR): -o dir_handles,
+                                          or a kernel that cannot skip OPENDIR */
     sz_cache *sizes;                   /* logical sizes of closed files (NULL: none) */
     blksize_t blksize;                 /* st_blksize of regular files: the store's block size */
     int direct_writes;                 /* new content is written past the page cache
