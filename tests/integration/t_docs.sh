@@ -1,7 +1,8 @@
 #!/bin/bash
 # t_docs: every -o option the daemon's --help names is described in the man page
-# (packaging/man/fpgalz4fs.8) and in README's option table, so that an option added to the
-# daemon cannot be left out of the documents users read.
+# (packaging/man/fpgalz4fs.8) and in README's option table, and every long option of the
+# tools' --help (mkfpgalz4fs, fsck.fpgalz4fs, fpgalz4fs-stat) in the tool's man page, so that
+# an option added to a command cannot be left out of the documents users read.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -26,4 +27,20 @@ documented_in() {
 }
 check "every option of --help is in the man page" documented_in "$MAN"
 check "every option of --help is in README" documented_in "$README"
+
+# long options of a tool's --help, each found in its man page (roff writes - as \-)
+long_options_in_man() {
+    local bin=$1 page=$2 o esc missing=""
+    for o in $("$bin" --help 2>&1 | grep -oE -- '--[a-z][a-z-]*' | sort -u); do
+        esc=$(printf '%s' "$o" | sed 's/-/\\\\-/g')
+        grep -qE -- "$esc([^a-z-]|$)" "$page" || missing="$missing $o"
+    done
+    [ -z "$missing" ] || { echo "not in $page:$missing"; return 1; }
+}
+check "mkfpgalz4fs: every long option is in its man page" \
+    long_options_in_man "$MKFS" "$SRC_DIR/packaging/man/mkfpgalz4fs.8"
+check "fsck.fpgalz4fs: every long option is in its man page" \
+    long_options_in_man "$FSCK" "$SRC_DIR/packaging/man/fsck.fpgalz4fs.8"
+check "fpgalz4fs-stat: every long option is in its man page" \
+    long_options_in_man "$FSSTAT" "$SRC_DIR/packaging/man/fpgalz4fs-stat.1"
 finish
