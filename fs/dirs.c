@@ -172,8 +172,8 @@ int dr_fill(dr_dir *d, fuse_req_t req, char *buf, size_t size, off_t off, const 
     return err;
 }
 
-/* A stream for this request alone, opened at the start of the directory: a new stream is
- * there already, so a first listing seeks nowhere. */
+/* A stream for this request alone. A new stream is at offset 0 already (dr_init), so
+ * dr_ready seeks only for a listing that goes on. */
 int dr_fill_once(in_table *tab, struct in_inode *n, int read_only, dr_bound *b,
                  fuse_req_t req, char *buf, size_t size, off_t off, const dr_plus *plus,
                  size_t *used)
@@ -187,31 +187,33 @@ int dr_fill_once(in_table *tab, struct in_inode *n, int read_only, dr_bound *b,
         return 0;
     if (err)
         return err;
-    if (off != 0)
-        seekdir(d.dp, off);
-    d.offset = off;
-    err = dr_fill_locked(&d, req, buf, size, used, plus);
+    err = dr_ready(&d, off);
+    if (!err)
+        err = dr_fill_locked(&d, req, buf, size, used, plus);
     dr_park(&d);
+    return err;
+}
+
+/* Called with d->lock, or on a listing no other thread sees. */
+static int dr_fsync_locked(dr_dir *d, int datasync)
+{
+    int fd = d->state == DR_OPEN ? dirfd(d->dp) : in_open(d->tab, d->n, d->flags);
+    int err = fd < 0 ? fd : (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
+    if (fd >= 0 && d->state != DR_OPEN)
+        close(fd);
     return err;
 }
 
 int dr_fsync_once(in_table *tab, struct in_inode *n, int datasync)
 {
-    int fd = in_open(tab, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return fd;
-    int err = (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
-    close(fd);
-    return err;
+    dr_dir d = dr_init(tab, n, 0, NULL);
+    return dr_fsync_locked(&d, datasync);
 }
 
 int dr_fsync(dr_dir *d, int datasync)
 {
     pthread_mutex_lock(&d->lock);
-    int fd = d->state == DR_OPEN ? dirfd(d->dp) : in_open(d->tab, d->n, d->flags);
-    int err = fd < 0 ? fd : (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? -errno : 0;
-    if (fd >= 0 && d->state != DR_OPEN)
-        close(fd);
+    int err = dr_fsync_locked(d, datasync);
     pthread_mutex_unlock(&d->lock);
     return err;
 }
