@@ -18,7 +18,8 @@
       is one the writer made possible, and that `lz4 -d` of the backing file gives the same
       bytes. Prints a summary; exits 1 on any failure, naming the state and the file.
 """
-import argparse, ctypes, json, os, random, shutil, struct, subprocess, sys, time, zlib
+import argparse, concurrent.futures, ctypes, json, multiprocessing, os, random, shutil, struct
+import subprocess, sys, time, zlib
 
 REC = 64
 MAGIC = b"PLR1"
@@ -441,38 +442,71 @@ def check(a):
         specs += lose
     specs.sort(key=lambda x: (x[0], x[2] is not None))
     maker = StateMaker(ops, hist)
-    failures, n_states, n_files = [], 0, 0
-    state = os.path.join(a.work, "state")
-    out = os.path.join(a.work, "out")
-    os.makedirs(out, exist_ok=True)
-    for c, mode, drop in specs:
-        maker.advance(c)
-        tc = ops[c - 1][1]
-        shutil.rmtree(state, ignore_errors=True)
-        shutil.copytree(a.base, state, symlinks=True)
-        files = maker.write(state, mode, drop, rnd)
-        n_states += 1
-        for p in sorted(set(hist) - set(files)):
-            if hist[p].allowed(tc)[1] >= 0:
-                failures.append("state %d (crash point %d): %s is missing after an fsync" % (
-                    n_states, c, p))
-        if not files:
-            continue
-        if a.keep:
-            shutil.rmtree(state + ".pre", ignore_errors=True)
-            shutil.copytree(state, state + ".pre")
-        what = mode if drop is None else "call %d lost alone" % drop
-        where = "state %d (crash point %d/%d, %s)" % (n_states, c, len(ops), what)
-        found = check_state(a, hist, state, out, files, tc, where)
-        n_files += len(files)
-        failures += found
-        if a.keep and found and len(os.listdir(a.keep)) < 20:
-            shutil.copytree(state + ".pre", os.path.join(a.keep, "state%d" % n_states))
+    found, n_states, n_files = {}, 0, 0
+    # The states are built one after the other (each from the one before, with one random
+    # sequence, so that a seed always gives the same states); opening and checking one
+    # (plcheck, the records, lz4 -d) runs in a worker process, in a folder of its own, while
+    # the next states are built.
+    jobs = max(1, a.jobs)
+    slots = [(os.path.join(a.work, "state%d" % k), os.path.join(a.work, "out%d" % k))
+             for k in range(jobs)]
+    for _, out in slots:
+        os.makedirs(out, exist_ok=True)
+    busy = [None] * jobs
+    CHECKER.update(a=a, hist=hist)
+    ctx = multiprocessing.get_context("fork")
+
+    def settle(k):
+        """Waits for slot k's state; keeps it as it was before the open when it failed."""
+        if busy[k] is None:
+            return
+        n, fut = busy[k]
+        bad = fut.result()
+        found[n] += bad
+        if a.keep and bad and len(os.listdir(a.keep)) < 20:
+            shutil.copytree(slots[k][0] + ".pre", os.path.join(a.keep, "state%d" % n))
+        busy[k] = None
+
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        for c, mode, drop in specs:
+            maker.advance(c)
+            tc = ops[c - 1][1]
+            k = n_states % jobs
+            settle(k)
+            state, out = slots[k]
+            shutil.rmtree(state, ignore_errors=True)
+            shutil.copytree(a.base, state, symlinks=True)
+            files = maker.write(state, mode, drop, rnd)
+            n_states += 1
+            found[n_states] = ["state %d (crash point %d): %s is missing after an fsync" % (
+                n_states, c, p) for p in sorted(set(hist) - set(files))
+                if hist[p].allowed(tc)[1] >= 0]
+            if not files:
+                continue
+            if a.keep:
+                shutil.rmtree(state + ".pre", ignore_errors=True)
+                shutil.copytree(state, state + ".pre")
+            what = mode if drop is None else "call %d lost alone" % drop
+            where = "state %d (crash point %d/%d, %s)" % (n_states, c, len(ops), what)
+            n_files += len(files)
+            busy[k] = (n_states, pool.submit(check_worker, state, out, files, tc, where))
+        for k in range(jobs):
+            settle(k)
+    failures = [f for n in sorted(found) for f in found[n]]
     print("powerloss: %d recorded calls, %d states (%d of them lose one call alone), "
-          "%d file checks, %d failures" % (len(ops), n_states, n_lose, n_files, len(failures)))
+          "%d file checks, %d failures (%d workers)" % (len(ops), n_states, n_lose, n_files,
+                                                       len(failures), jobs))
     for f in failures[:20]:
         print("  " + f)
     return 1 if failures else 0
+
+
+# What every worker of check() shares, set before the workers fork.
+CHECKER = {}
+
+
+def check_worker(state, out, files, tc, where):
+    return check_state(CHECKER["a"], CHECKER["hist"], state, out, files, tc, where)
 
 
 def main():
@@ -496,6 +530,8 @@ def main():
     c.add_argument("--states", type=int, default=500)
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--keep", help="copy failing states (before the open) into this folder")
+    c.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="states checked at once (default: the number of cores)")
     c.add_argument("--lose-one", action="store_true",
                    help="also states that lose one fallocate or truncate alone (lost_alone)")
     a = ap.parse_args()

@@ -28,8 +28,10 @@
 # relies on the backing filesystem's ordering), POWERLOSS_ZERO_SEEDS seeds of a workload
 # whose writers often cut files to nothing (default "3"), POWERLOSS_FALLOC_SEEDS seeds of one
 # whose writers also punch holes and zero ranges (default "5"), POWERLOSS_BIG_SEEDS seeds of
-# one whose writers append megabytes at once (default none); version 3 only. Long form in
-# the README.
+# one whose writers append megabytes at once (default none); version 3 only.
+# POWERLOSS_LOSE_ONE=0 leaves out the states that lose one call alone (the sanitizer pass:
+# they test the order of the writes, which the normal pass does); POWERLOSS_JOBS states are
+# checked at once (default: the number of cores). Long form in the README.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
 STATES=${POWERLOSS_STATES:-500}
@@ -42,6 +44,8 @@ ZERO_SEEDS=${POWERLOSS_ZERO_SEEDS:-3}
 FALLOC_SEEDS=${POWERLOSS_FALLOC_SEEDS:-5}
 BIG_SEEDS=${POWERLOSS_BIG_SEEDS:-}
 FORMATS=${POWERLOSS_FORMATS:-2 3}
+LOSE_ONE=${POWERLOSS_LOSE_ONE:-1}
+JOBS=${POWERLOSS_JOBS:-$(nproc)}
 PY="$(dirname "$0")/../powerloss.py"
 PRELOAD=$BUILD_DIR/plshim.so
 # A sanitized daemon wants its runtime first; the recorder itself carries none.
@@ -75,7 +79,8 @@ run_format() {
     [ -n "$keep" ] && mkdir -p "$keep/states"
     if ! check_show "$what: $STATES power-loss states open, read and keep what fsync promised" \
         python3 "$PY" check "$base" "$plog" "$logdir" "$BUILD_DIR/plcheck" "$WS/work-$id" \
-        --states "$STATES" --seed "$seed" --lose-one ${keep:+--keep "$keep/states"}; then
+        --states "$STATES" --seed "$seed" --jobs "$JOBS" ${keep:+--keep "$keep/states"} \
+        $([ "$LOSE_ONE" = 0 ] || echo --lose-one); then
         # what replays the failure: the empty store, the record, the writers' logs
         [ -n "$keep" ] && cp -a "$base" "$plog" "$logdir" "$keep/"
     fi
