@@ -20,6 +20,7 @@
 #include "chk2.h"
 #include "fmt2.h"
 #include "sb.h"
+#include "sizes.h"
 
 typedef struct {
     int fd;
@@ -577,6 +578,15 @@ static int chk_list(int fd, chk_names *a)
     return rc;
 }
 
+/* The store's own files at its top (superblock, clean mark, sizes file, their temporaries):
+ * no backing files. A conversion's leftover temporary is one, for the walk to remove. */
+static int chk_is_store_file(const char *name)
+{
+    return !strcmp(name, SB_FILE_NAME) || !strcmp(name, SB_TMP_NAME) ||
+           !strcmp(name, SB_CLEAN_NAME) || !strcmp(name, SB_CLEAN_TMP_NAME) ||
+           !strcmp(name, SZ_FILE_NAME) || !strcmp(name, SZ_TMP_NAME);
+}
+
 static int chk_walk_dir(int fd, const char *rel, dev_t dev, chk_walk_fn fn, void *ctx)
 {
     chk_names names = {0};
@@ -591,8 +601,7 @@ static int chk_walk_dir(int fd, const char *rel, dev_t dev, chk_walk_fn fn, void
         const char *name = names.v[i];
         struct stat st;
         char *path = NULL;
-        if (!*rel && (!strcmp(name, SB_FILE_NAME) || !strcmp(name, SB_TMP_NAME) ||
-                      !strcmp(name, SB_CLEAN_NAME) || !strcmp(name, SB_CLEAN_TMP_NAME)))
+        if (!*rel && chk_is_store_file(name))
             continue;
         if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;                  /* gone since the listing */

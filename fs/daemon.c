@@ -686,6 +686,43 @@ static int dm_mark_dirty(struct fs_daemon *dm, ff_options *fo)
     return 0;
 }
 
+/* The sizes an unmount that left the store clean kept (docs/FORMAT.md 1.6): the lookups of
+ * files unchanged since read no footer. None (a new store, a mount that ended otherwise) is
+ * the normal case; a damaged file is ignored whole and costs footer reads, nothing else. */
+static void dm_sizes_load(struct fs_daemon *dm)
+{
+    struct stat st;
+    uint64_t n = 0;
+    if (!dm->fs.sizes || fstat(dm->fs.root_fd, &st) != 0)
+        return;
+    sz_error e = sz_load(dm->fs.sizes, dm->fs.root_fd, st.st_dev, &n);
+    if (e == SZ_OK)
+        lg_printf(dm->fs.log, LG_INFO, "%llu logical sizes read from %s",
+                  (unsigned long long)n, SZ_FILE_NAME);
+    else if (e != SZ_ERR_MISSING)
+        lg_printf(dm->fs.log, LG_WARN, "%s/%s: %s; it is not used (sizes come from the "
+                  "files' footers)", dm->backing, SZ_FILE_NAME,
+                  e == SZ_ERR_IO ? strerror(errno) : sz_error_name(e));
+}
+
+/* Only after the syncfs of an unmount that leaves the store clean: every state the file
+ * names is then on the disk, whole. */
+static void dm_sizes_save(struct fs_daemon *dm)
+{
+    struct stat st;
+    uint64_t n = 0;
+    if (!dm->fs.sizes || fstat(dm->fs.root_fd, &st) != 0)
+        return;
+    sz_error e = sz_save(dm->fs.sizes, dm->fs.root_fd, st.st_dev, &n);
+    if (e == SZ_OK)
+        lg_printf(dm->fs.log, LG_INFO, "unmount: %llu logical sizes kept in %s",
+                  (unsigned long long)n, SZ_FILE_NAME);
+    else
+        lg_printf(dm->fs.log, LG_WARN, "unmount: %s: %s; the next mount reads sizes from "
+                  "the files", SZ_FILE_NAME, e == SZ_ERR_IO ? strerror(errno)
+                                                           : sz_error_name(e));
+}
+
 /* After the last write: everything is synced, then the mark may say clean. */
 static void dm_mark_clean(struct fs_daemon *dm)
 {
@@ -696,6 +733,7 @@ static void dm_mark_clean(struct fs_daemon *dm)
                   strerror(errno));
         return;
     }
+    dm_sizes_save(dm);                 /* the mark's write syncs the directory after it */
     sb_error e = sb_mark_write(dm->fs.root_fd, dm_now_ns(), 1);
     if (e != SB_OK)
         lg_printf(dm->fs.log, LG_WARN, "unmount: %s: %s; the store stays marked in use",
@@ -769,6 +807,7 @@ static int dm_open_engine(struct fs_daemon *dm)
     if (e)
         return dm_fail(dm, "%s: cannot set up the inode table: %s", dm->backing, strerror(-e));
     dm->fs.sizes = sz_new(DM_SIZES);   /* NULL: every lookup reads the footer */
+    dm_sizes_load(dm);
     op_bind_reopen(&dm->fs);
     return 0;
 }

@@ -215,6 +215,7 @@ static int op_closed_size(struct op_fs *fs, struct in_inode *n, struct stat *st)
     }
     uint64_t size;
     if (!sz_get(fs->sizes, st, &size)) {
+        fs->size_reads++;
         int err = op_read_size(fs, n, st, &size);
         if (err)
             return err;

@@ -45,6 +45,7 @@ struct op_fs {
     int dir_handles;                   /* listings have handles (OPENDIR): -o dir_handles,
                                           or a kernel that cannot skip OPENDIR */
     sz_cache *sizes;                   /* logical sizes of closed files (NULL: none) */
+    _Atomic uint64_t size_reads;       /* footers read for a size (counter size_reads) */
     blksize_t blksize;                 /* st_blksize of regular files: the store's block size */
     int direct_writes;                 /* new content is written past the page cache
                                           (ops_direct.c; -o nodirect_writes turns it off) */

@@ -5,7 +5,8 @@
  * Backing files: empty, small, multi-block, raw, sparse, rewritten (retired frames and
  * reveal lists), caught mid-stream (hidden frames after the table), cut at several points,
  * with a damaged block, foreign (text and a plain .lz4 file) and of a newer version.
- * Superblocks: valid ones of each block size and damaged variants. Kept small: 64K blocks of
+ * Superblocks: valid ones of each block size and damaged variants; sizes files (for the sb
+ * target too). Kept small: 64K blocks of
  * compressible data. Run again only when the format changes; the corpus is checked in.
  *
  * The writer writes format version 3 only (version 2 with hole runs), so the backing files
@@ -28,6 +29,7 @@
 #include <xxhash.h>
 
 #include "ffile.h"
+#include "sizes.h"
 #include "fmt.h"
 #include "fmt2.h"
 
@@ -344,6 +346,30 @@ static void gc_superblocks(const gc_ctx *c)
     gc_save(c, "sb", "duplicate-key", buf, (size_t)len);
 }
 
+/* Sizes files (fs/sizes.c) for the sb target: empty, three entries, and a cut one. */
+static void gc_sizes(const gc_ctx *c)
+{
+    sz_cache *z = sz_new(64);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!z || sz_export(z, 1, &buf, &len) != SZ_OK)
+        gc_die("sz_export");
+    gc_save(c, "sb", "sizes-empty", buf, len);
+    free(buf);
+    for (int i = 0; i < 3; i++) {
+        struct stat st = {0};
+        st.st_dev = 1, st.st_ino = (ino_t)(12 + i), st.st_size = 123 + 4096 * i;
+        st.st_ctim.tv_sec = 1795000000 + i, st.st_ctim.tv_nsec = 5000 * i;
+        sz_put(z, &st, (uint64_t)(10 + 70000 * i));
+    }
+    if (sz_export(z, 1, &buf, &len) != SZ_OK)
+        gc_die("sz_export");
+    gc_save(c, "sb", "sizes-three", buf, len);
+    gc_save(c, "sb", "sizes-cut", buf, len - 20);
+    free(buf);
+    sz_free(z);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -371,6 +397,7 @@ int main(int argc, char **argv)
     gc_streaming(&c);
     gc_foreign(&c);
     gc_superblocks(&c);
+    gc_sizes(&c);
     ff_env_free(c.env64);
     ff_env_free(c.env256);
     eng_close(c.eng);

@@ -6,14 +6,18 @@
  * Invariants: a superblock that parses has a valid block size and a version this build
  * reads, and formats back to text that parses to the same values; the block-size parser
  * gives 0 or one of the four sizes; the clean mark's parser (sb_mark_parse) accepts only one
- * line of "clean T" or "dirty T". */
+ * line of "clean T" or "dirty T". The same input is also the sizes file (fs/sizes.c), as it
+ * is and with its checksum recomputed: what parses has the length its count says, imports,
+ * and exports again into a file that parses with at most as many entries. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "fmt.h"
 #include "fuzz_util.h"
 #include "sb.h"
+#include "sizes.h"
 
 static void fzs_check(const char *text, size_t len)
 {
@@ -55,8 +59,44 @@ static char *fzs_with_checksum(const char *text, size_t len, size_t *out_len)
     return out;
 }
 
+static void fzs_sizes(const uint8_t *data, size_t size)
+{
+    uint64_t n = 0, again = 0;
+    sz_error e = sz_parse(data, size, &n);
+    FZ_CHECK(e >= SZ_OK && e <= SZ_ERR_ENTRY && e != SZ_ERR_MISSING &&
+                 e != SZ_ERR_NOT_REGULAR, "sz_parse gave %d", (int)e);
+    if (e != SZ_OK)
+        return;
+    FZ_CHECK(size == SZ_HEAD + n * SZ_ENTRY + 8, "%zu bytes for %llu entries", size,
+             (unsigned long long)n);
+    sz_cache *c = sz_new(256);
+    FZ_CHECK(c != NULL, "sz_new");
+    FZ_CHECK(sz_import(c, data, size, 3, &again) == SZ_OK && again == n, "import");
+    uint8_t *out = NULL;
+    size_t len = 0;
+    FZ_CHECK(sz_export(c, 3, &out, &len) == SZ_OK, "export");
+    FZ_CHECK(sz_parse(out, len, &again) == SZ_OK && again <= n, "exported file does not parse");
+    free(out);
+    sz_free(c);
+}
+
+/* The sizes file with a correct checksum, so that mutations reach the entries. */
+static void fzs_sizes_fixed(const uint8_t *data, size_t size)
+{
+    if (size < 8)
+        return;
+    uint8_t *copy = malloc(size);
+    FZ_CHECK(copy != NULL, "malloc");
+    memcpy(copy, data, size);
+    fmt_put64(copy + size - 8, XXH64(copy, size - 8, 0));
+    fzs_sizes(copy, size);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    fzs_sizes(data, size);
+    fzs_sizes_fixed(data, size);
     const char *text = (const char *)data;
     fzs_check(text, size);
     size_t n;

@@ -292,10 +292,12 @@ expect() {
     esac
 }
 
-# every file of the store but its clean mark, which a mount rewrites at mount and unmount
-# (FORMAT.md 1.5): what is checked here is that no backing file changes
-snapshot() { (cd "$1" && find . -type f ! -name .fpgalz4fs-clean -printf '%p %s %T@ %m\n' | sort &&
-    find . -type f ! -name .fpgalz4fs-clean -print0 | sort -z | xargs -0 sha256sum); }
+# every file of the store but its clean mark and sizes file, which a mount rewrites at mount
+# and unmount (FORMAT.md 1.5, 1.6): what is checked here is that no backing file changes
+snapshot() { (cd "$1" && find . -type f ! -name .fpgalz4fs-clean ! -name .fpgalz4fs-sizes \
+    -printf '%p %s %T@ %m\n' | sort &&
+    find . -type f ! -name .fpgalz4fs-clean ! -name .fpgalz4fs-sizes -print0 | sort -z |
+    xargs -0 sha256sum); }
 
 # ---- check only (-n): exit 4, no byte written, every damaged file named with its problem
 for st in A B C D; do
