@@ -15,9 +15,11 @@ for cc in gcc clang; do
     CC=$cc BUILD_DIR=$src/build-release-$cc "$src/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release ||
         { echo "Release build with $cc: FAILED"; status=1; }
 done
-# The package test (build, install, use, purge the .deb files) runs once, in this pass.
+# The package test (build, install, use, purge the .deb files) runs once, in this pass. The
+# fuzzers fuzz for a fixed time each, so they run side by side after the rest.
 (cd "$src/build" && FPGALZ4FS_PACKAGE_TEST=${FPGALZ4FS_PACKAGE_TEST:-1} \
-    ctest --output-on-failure) || status=1
+    ctest --output-on-failure -E '^fuzz_run_') || status=1
+(cd "$src/build" && ctest --output-on-failure -j3 -R '^fuzz_run_') || status=1
 BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 # The Linux tree (when installed) is copied once, in the normal pass: under the sanitizers it
 # would only take longer to find nothing new. The power-loss states likewise: the normal pass
