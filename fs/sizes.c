@@ -228,15 +228,22 @@ sz_error sz_export(sz_cache *c, dev_t dev, uint8_t **buf, size_t *len)
     return SZ_OK;
 }
 
-/* Anyone who can write the top of the store could put a symlink or a FIFO there: never
- * followed, never blocking, a regular file only, and no larger than the most entries. */
+/* Anyone who can write the top of the store could put a symlink, a FIFO or a device there:
+ * only a regular file is opened (a name swapped after that check is never followed, never
+ * blocks and is refused by the check of the open descriptor), no larger than the most
+ * entries. */
 static sz_error sz_read_file(int dirfd, uint8_t **buf, size_t *len)
 {
-    int fd = openat(dirfd, SZ_FILE_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fstatat(dirfd, SZ_FILE_NAME, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? SZ_ERR_MISSING : SZ_ERR_IO;
+    if (!S_ISREG(st.st_mode))
+        return SZ_ERR_NOT_REGULAR;
+    int fd = openat(dirfd, SZ_FILE_NAME,
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? SZ_ERR_MISSING : errno == ELOOP ? SZ_ERR_NOT_REGULAR
                                                                  : SZ_ERR_IO;
-    struct stat st;
     sz_error e = SZ_OK;
     uint8_t *b = NULL;
     if (fstat(fd, &st) != 0)
