@@ -278,19 +278,6 @@ sz_error sz_load(sz_cache *c, int dirfd, dev_t dev, uint64_t *count)
     return e;
 }
 
-static int sz_write_all(int fd, const uint8_t *buf, size_t len)
-{
-    for (size_t done = 0; done < len;) {
-        ssize_t w = pwrite(fd, buf + done, len - done, (off_t)done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        done += (size_t)w;
-    }
-    return 0;
-}
-
 sz_error sz_save(sz_cache *c, int dirfd, dev_t dev, uint64_t *count)
 {
     uint8_t *buf = NULL;
@@ -304,7 +291,7 @@ sz_error sz_save(sz_cache *c, int dirfd, dev_t dev, uint64_t *count)
     int fd = e == SZ_OK ? openat(dirfd, SZ_TMP_NAME,
                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
                         : -1;
-    if (fd < 0 || sz_write_all(fd, buf, len) != 0 || fsync(fd) != 0)
+    if (fd < 0 || fmt_pwrite_all(fd, buf, len, 0) != 0 || fsync(fd) != 0)
         e = SZ_ERR_IO;
     int saved = errno;
     if (fd >= 0 && close(fd) != 0 && e == SZ_OK)
