@@ -60,7 +60,7 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t bricks_card, bricks_sw, blocks_card, blocks_sw, fallback_busy,
         fallback_error, fallback_small, bytes_in, bytes_out, sets_written_off, sets_recovered,
-        verify_failed;
+        verify_failed, blocks_direct;
 } eng_counters;
 
 struct eng_ctx_s {
@@ -271,21 +271,31 @@ static uint64_t eng_take_brick(eng_ctx *eng, eng_brick *b, unsigned max)
     return bytes;
 }
 
-/* Copies the brick into the set's input buffer, plants the sentinel, starts the run. */
+/* Copies the brick into the set's input buffer, but for the blocks the card reads where
+ * they lie (src_host, on a card that can), plants the sentinel, starts the run. */
 static int eng_fill_and_start(eng_ctx *eng, unsigned cu, unsigned set, const eng_brick *b)
 {
     eng_bufset *bs = eng->ops->bufset(eng->dev, cu, set);
     eng_copy c[ENG_MAX_BRICK];
+    const uint8_t *from[ENG_MAX_BRICK];
+    uint32_t n = 0, direct = 0;
     size_t bytes = 0;
     for (uint32_t j = 0; j < b->n; j++) {
         const eng_job *job = b->tasks[j].job;
-        c[j] = (eng_copy){bs->in + (size_t)j * eng->stride, job->src, job->len};
-        bytes += job->len;
+        from[j] = job->src_host && eng->ops->start_from ? job->src : NULL;
+        if (!from[j]) {
+            c[n++] = (eng_copy){bs->in + (size_t)j * eng->stride, job->src, job->len};
+            bytes += job->len;
+        }
+        direct += from[j] != NULL;
         bs->in_sizes[j] = job->len;
         bs->sizes[j] = ENG_SENTINEL;
     }
-    eng_copy_run(eng->copies, c, b->n, bytes);
+    eng_copy_run(eng->copies, c, n, bytes);
+    eng->n.blocks_direct += direct;
     uint32_t input = (b->n - 1) * eng->stride + bs->in_sizes[b->n - 1];
+    if (direct)
+        return eng->ops->start_from(eng->dev, cu, set, b->n, input, from);
     return eng->ops->start(eng->dev, cu, set, b->n, input);
 }
 
@@ -625,9 +635,45 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
     o->verify_failed = eng->n.verify_failed;
+    o->blocks_direct = eng->n.blocks_direct;
     pthread_mutex_lock(&eng->lock);
     o->card_idle_us = eng_idle_ns(eng, eng_now_ns()) / 1000;
     pthread_mutex_unlock(&eng->lock);
+}
+
+/* ---- memory a card reads where it lies ---- */
+
+int eng_host_direct(const eng_ctx *eng)
+{
+    return eng->ops && eng->ops->host_alloc && eng->ops->start_from;
+}
+
+/* Whole pages: a DMA engine reads and pins memory a page at a time. */
+#define ENG_HOST_PAGE 4096u
+
+static size_t eng_host_round(size_t bytes)
+{
+    return bytes > SIZE_MAX - ENG_HOST_PAGE ? 0
+                                            : (bytes + ENG_HOST_PAGE - 1) / ENG_HOST_PAGE * ENG_HOST_PAGE;
+}
+
+void *eng_host_alloc(eng_ctx *eng, size_t bytes)
+{
+    size_t total = eng_host_round(bytes ? bytes : 1);
+    if (!total)
+        return NULL;
+    return eng_host_direct(eng) ? eng->ops->host_alloc(eng->dev, total)
+                                : aligned_alloc(ENG_HOST_PAGE, total);
+}
+
+void eng_host_free(eng_ctx *eng, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    if (eng_host_direct(eng))
+        eng->ops->host_free(eng->dev, p, eng_host_round(bytes ? bytes : 1));
+    else
+        free(p);
 }
 
 /* ---- open and close ---- */

@@ -64,6 +64,9 @@ typedef struct {
     int sums_done;                     /* set by the engine when it computed them (software
                                           always does when asked; a card's output may not) */
     uint32_t src_sum;                  /* XXH32(src, len, 0) */
+    int src_host;                      /* src lies in memory from eng_host_alloc of this
+                                          engine: a card reads it where it is, with no copy
+                                          into its own buffers first */
     uint32_t out_sum;                  /* XXH32(dst, out_len, 0), when out_len < len */
 } eng_job;
 
@@ -85,6 +88,8 @@ typedef struct {
     uint64_t bytes_out;                /* output bytes kept (compressed, or raw when larger) */
     uint64_t verify_failed;            /* blocks a card compressed whose output did not decode
                                           to their input: compressed again in software */
+    uint64_t blocks_direct;            /* block jobs a card read where they lay (src_host), not
+                                          copied into its buffers first */
 } eng_stats;
 
 /* The caller's handle on jobs submitted with eng_submit; lives as long as they do. */
@@ -108,6 +113,17 @@ void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs);
  * the ticket must stay untouched until eng_wait returns. */
 void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t);
 void eng_wait(eng_ctx *eng, eng_ticket *t);
+
+/* Memory for block sources that a card reads where it lies (seed 004's zero-copy host
+ * buffers): pinned and mapped for the card's DMA with CUDA; ordinary page-aligned memory
+ * with the other backends, which then copy as before. Jobs whose src lies in it say so with
+ * src_host. NULL when there is no memory; eng_host_free accepts NULL. Memory from it
+ * must be given back before eng_close. Registering memory
+ * with a card is slow (milliseconds per MiB): callers keep such buffers and reuse them. */
+void *eng_host_alloc(eng_ctx *eng, size_t bytes);
+void eng_host_free(eng_ctx *eng, void *p, size_t bytes);     /* bytes as allocated */
+/* 1 when eng_host_alloc's memory spares copies (a card reads it directly), else 0. */
+int eng_host_direct(const eng_ctx *eng);
 
 /* A snapshot of the counters. */
 void eng_get_stats(eng_ctx *eng, eng_stats *out);

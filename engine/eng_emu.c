@@ -8,7 +8,13 @@
  * The model keeps its own clock (stage timelines), so late wake-ups of the thread do not
  * add up. Runs fail (emu_error_rate: an error state or implausible sizes), never complete
  * (emu_hang_rate) or complete with a wrong byte (emu_corrupt_rate) at random, from a seeded
- * generator, so faults are repeatable. */
+ * generator, so faults are repeatable.
+ *
+ * The modelled card also reads host memory where it lies (start_from; memory from
+ * host_alloc, here ordinary memory): its DMA gathers those blocks into the set when the run
+ * is started, as a card with access to host memory would, so that the engine's zero-copy
+ * path is tested without a GPU. The gather is done by start itself, while the engine still
+ * holds the jobs: a run the engine gives up on must not read memory its caller took back. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -256,11 +262,14 @@ static eng_bufset *emu_bufset(eng_dev *d, unsigned cu, unsigned set)
     return &d->cus[cu].sets[set].bs;
 }
 
-static int emu_start(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
-                     uint32_t input_size)
+static int emu_start_from(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
+                          uint32_t input_size, const uint8_t *const *src)
 {
     emu_cu *cu = &d->cus[cu_i];
     emu_set *s = &cu->sets[set];
+    for (uint32_t j = 0; src && j < n_blocks; j++)     /* the DMA that reads host memory */
+        if (src[j])
+            memcpy(s->bs.in + (size_t)j * d->stride, src[j], s->bs.in_sizes[j]);
     pthread_mutex_lock(&cu->lock);
     s->n_blocks = n_blocks, s->input_size = input_size;
     s->start_ns = eng_now_ns();
@@ -269,6 +278,24 @@ static int emu_start(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
     pthread_cond_broadcast(&cu->cv);
     pthread_mutex_unlock(&cu->lock);
     return 0;
+}
+
+static int emu_start(eng_dev *d, unsigned cu_i, unsigned set, uint32_t n_blocks,
+                     uint32_t input_size)
+{
+    return emu_start_from(d, cu_i, set, n_blocks, input_size, NULL);
+}
+
+static void *emu_host_alloc(eng_dev *d, size_t bytes)
+{
+    (void)d;
+    return aligned_alloc(4096, bytes);
+}
+
+static void emu_host_free(eng_dev *d, void *p, size_t bytes)
+{
+    (void)d, (void)bytes;
+    free(p);
 }
 
 static eng_run_state emu_poll(eng_dev *d, unsigned cu, unsigned set)
@@ -325,4 +352,7 @@ const eng_dev_ops eng_emu_ops = {
     .collect = emu_collect,
     .abandon = emu_abandon,
     .close = emu_close,
+    .host_alloc = emu_host_alloc,
+    .host_free = emu_host_free,
+    .start_from = emu_start_from,
 };

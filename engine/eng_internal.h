@@ -134,6 +134,15 @@ typedef struct {
     /* Optional: the name the counters show for this open device ("xrt-model" when a kernel
      * is modelled); NULL means name. */
     const char *(*label)(const eng_dev *d);
+    /* Optional, all three or none: host memory the card reads where it lies (page-aligned;
+     * NULL when there is none), its release, and a start that takes block j from src[j]
+     * when src[j] is not NULL (memory from host_alloc, left untouched until the run is
+     * over) and from the set's input buffer otherwise. The sizes are in the set's in_sizes
+     * as for start. Without them the engine copies every block into the set. */
+    void *(*host_alloc)(eng_dev *d, size_t bytes);
+    void (*host_free)(eng_dev *d, void *p, size_t bytes);
+    int (*start_from)(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
+                      uint32_t input_size, const uint8_t *const *src);
 } eng_dev_ops;
 
 extern const eng_dev_ops eng_emu_ops;
@@ -143,7 +152,7 @@ extern const eng_dev_ops eng_emu_ops;
 /* A plugin fpgalz4fs-NAME.so exports one symbol, ENG_PLUGIN_SYMBOL, of this type. It is
  * self-contained: it uses the types of this header and nothing else of the engine, so that
  * it can be loaded by any program linked with the engine. The engine checks abi first. */
-#define ENG_PLUGIN_ABI 1u
+#define ENG_PLUGIN_ABI 2u
 #define ENG_PLUGIN_SYMBOL "fpgalz4fs_plugin"
 
 typedef struct {

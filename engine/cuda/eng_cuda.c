@@ -18,6 +18,12 @@
  * times over; four sets let the next bricks wait on the card while the host copies one in
  * and checks another's output.
  *
+ * Blocks in memory from host_alloc (page-locked with cudaHostRegister) are copied to the GPU
+ * from where they lie, by the copy engine: the host copies nothing into the set first (seed
+ * 004). The memory is the caller's own (malloc'd, then registered), not cudaHostAlloc's, so
+ * that the device reset after a fault, which drops every registration, cannot free it: a
+ * block in memory no longer registered is still copied right, through the driver's staging.
+ *
  * Tests only: FPGALZ4FS_CUDA_FAIL_EVERY=N makes every Nth run's launch invalid (a real CUDA
  * launch error), to exercise the fallback. */
 #include <errno.h>
@@ -229,16 +235,42 @@ static void cu_note_error(struct eng_dev_s *d, cudaStream_t stream)
         d->poisoned = 1;
 }
 
-static int cu_start(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
-                    uint32_t input_size)
+/* Whether block k continues the copy that block j starts: both in the set's input buffer,
+ * or both in the caller's memory, one stride apart, the one before whole. */
+static int cu_same_run(const struct eng_dev_s *d, const cu_set *s, const uint8_t *const *src,
+                       uint32_t j, uint32_t k)
 {
-    (void)cu;
+    if (!src || (!src[j] && !src[k]))
+        return 1;
+    return src[j] && src[k] && src[k - 1] + d->stride == src[k] &&
+           s->bs.in_sizes[k - 1] == d->stride;
+}
+
+/* The brick's input to the GPU: one copy per run of blocks that lie one after the other. */
+static cudaError_t cu_copy_in(struct eng_dev_s *d, cu_set *s, uint32_t n,
+                              const uint8_t *const *src)
+{
+    cudaError_t e = cudaSuccess;
+    for (uint32_t j = 0, k; j < n && e == cudaSuccess; j = k) {
+        for (k = j + 1; k < n && cu_same_run(d, s, src, j, k); k++)
+            ;
+        size_t bytes = (size_t)(k - 1 - j) * d->stride + s->bs.in_sizes[k - 1];
+        const uint8_t *from = src && src[j] ? src[j] : s->bs.in + (size_t)j * d->stride;
+        e = cudaMemcpyAsync(s->d_in + (size_t)j * d->stride, from, bytes,
+                            cudaMemcpyHostToDevice, s->stream);
+    }
+    return e;
+}
+
+static int cu_start_from(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
+                         uint32_t input_size, const uint8_t *const *src)
+{
+    (void)cu, (void)input_size;
     if (d->poisoned && cu_recover(d) != 0)
         return -EIO;
     cu_set *s = &d->sets[set];
     int fail = d->fail_every && ++d->runs % d->fail_every == 0;
-    cudaError_t e = cudaMemcpyAsync(s->d_in, s->bs.in, input_size, cudaMemcpyHostToDevice,
-                                    s->stream);
+    cudaError_t e = cu_copy_in(d, s, n_blocks, src);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(s->d_in_sizes, s->bs.in_sizes, n_blocks * sizeof(uint32_t),
                             cudaMemcpyHostToDevice, s->stream);
@@ -256,6 +288,29 @@ static int cu_start(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
      * the engine does not refill the set before. */
     cu_note_error(d, s->stream);
     return -EIO;
+}
+
+static int cu_start(eng_dev *d, unsigned cu, unsigned set, uint32_t n_blocks,
+                    uint32_t input_size)
+{
+    return cu_start_from(d, cu, set, n_blocks, input_size, NULL);
+}
+
+static void *cu_host_alloc(eng_dev *d, size_t bytes)
+{
+    void *p = aligned_alloc(4096, bytes);
+    if (p && cudaSetDevice(d->device) == cudaSuccess)
+        cudaHostRegister(p, bytes, cudaHostRegisterPortable);
+    cudaGetLastError();                /* unregistered memory is still copied right */
+    return p;
+}
+
+static void cu_host_free(eng_dev *d, void *p, size_t bytes)
+{
+    (void)d, (void)bytes;
+    cudaHostUnregister(p);
+    cudaGetLastError();
+    free(p);
 }
 
 /* The stream, not only the run's event: after a failed start, work it queued may remain. */
@@ -309,6 +364,9 @@ static const eng_dev_ops cu_ops = {
     .collect = cu_collect,
     .abandon = cu_abandon,
     .close = cu_close,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .start_from = cu_start_from,
 };
 
 __attribute__((visibility("default"))) const eng_plugin fpgalz4fs_plugin = {

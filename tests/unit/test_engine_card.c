@@ -615,6 +615,72 @@ static void test_verify_passes_good_card(void **state)
     eng_close(eng);
 }
 
+/* Sources in memory from eng_host_alloc (src_host) are read by the card where they lie:
+ * one area holds even jobs side by side (a run of adjacent blocks, the last one short),
+ * odd jobs stay in malloc'd memory and are copied. Every output must decode to its own
+ * input, the direct ones must be counted, and the memory must be the caller's to change
+ * the moment the call returns (the card read it before, not after). */
+static void test_host_memory_read_in_place(void **state)
+{
+    eng_config c = emu_cfg();
+    c.card_only = 1;
+    eng_ctx *eng = open_cfg(&c);
+    assert_int_equal(eng_host_direct(eng), 1);
+    jobset js;
+    jobset_init(&js, 24);
+    size_t area_bytes = js.n / 2 * BS;
+    uint8_t *area = eng_host_alloc(eng, area_bytes);
+    assert_non_null(area);
+    assert_int_equal((uintptr_t)area % 4096, 0);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < js.n; i++) {
+            uint32_t len = i == js.n - 2 ? BS - 777 : BS;
+            jobset_set(&js, i, len, (int)((i + round) % 2 ? K_TEXT : K_NOISE), 4000 + i + round);
+            if (i % 2 == 0) {
+                memcpy(area + i / 2 * BS, js.src[i], len);
+                js.jobs[i].src = area + i / 2 * BS;
+                js.jobs[i].src_host = 1;
+            }
+        }
+        eng_compress(eng, js.jobs, js.n);
+        assert_int_equal(jobset_check(&js, NULL, "direct and copied"), 0);
+        memset(area, 0x5A, area_bytes);            /* ours again: nothing may read it now */
+    }
+    eng_stats st;
+    eng_get_stats(eng, &st);
+    assert_int_equal(st.blocks_direct, 3 * js.n / 2);
+    assert_int_equal(st.blocks_card, 3 * js.n);
+    assert_int_equal(st.verify_failed, 0);
+    eng_host_free(eng, area, area_bytes);
+    jobset_free(&js);
+    eng_close(eng);
+}
+
+/* Without a card that reads host memory, eng_host_alloc is plain page-aligned memory, a job
+ * that says src_host is copied like any other, and nothing counts as direct. */
+static void test_host_memory_software(void **state)
+{
+    eng_config c = {.backend = ENG_BACKEND_SW, .sw_threads = 2, .block_size = BS};
+    eng_ctx *eng = open_cfg(&c);
+    assert_int_equal(eng_host_direct(eng), 0);
+    uint8_t *p = eng_host_alloc(eng, BS + 1);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 4096, 0);
+    gen(p, BS + 1, K_TEXT, 77);
+    uint8_t out[LZ4_COMPRESSBOUND(BS)], back[BS];
+    eng_job j = {.src = p, .len = BS, .dst = out, .dst_cap = sizeof(out), .src_host = 1};
+    eng_compress(eng, &j, 1);
+    assert_true(j.out_len < BS);
+    assert_int_equal(LZ4_decompress_safe((const char *)out, (char *)back, (int)j.out_len, BS), BS);
+    assert_memory_equal(back, p, BS);
+    eng_stats st;
+    eng_get_stats(eng, &st);
+    assert_int_equal(st.blocks_direct, 0);
+    eng_host_free(eng, p, BS + 1);
+    eng_host_free(eng, NULL, 0);
+    eng_close(eng);
+}
+
 /* Bricks of 1 MiB blocks (8 MiB a run): the copies into and out of the card's buffers are
  * shared with the copy team's helpers, round after round, from several callers at once;
  * every byte must land in its own job, and the counters must add up. */
@@ -1024,6 +1090,8 @@ int main(void)
         cmocka_unit_test(test_card_always_fails),
         cmocka_unit_test(test_silent_corruption_caught),
         cmocka_unit_test(test_big_bricks_shared_copies),
+        cmocka_unit_test(test_host_memory_read_in_place),
+        cmocka_unit_test(test_host_memory_software),
         cmocka_unit_test(test_verify_passes_good_card),
         cmocka_unit_test(test_hangs),
         cmocka_unit_test(test_hung_sets_stay_off),

@@ -4,6 +4,8 @@
  *            and the engine's bricks launched back to back on one stream;
  *   engine   the real engine (eng_open with engine=cuda, card only) with every transfer:
  *            the dispatcher's copy into pinned memory, copy in, kernel, drain, copy out;
+ *            and again with the input in memory from eng_host_alloc ("direct": the GPU
+ *            copies each block from where it lies, the host copies nothing in);
  *   cpu      liblz4 level 1 (LZ4_compress_default) on N threads, one block at a time each.
  * Every compressed block is decoded with liblz4 and compared with its input; any mismatch
  * fails the run (exit 1). GB/s are input bytes (10^9) per second; ratio is input bytes over
@@ -201,7 +203,7 @@ static int cb_kernel(const cb_input *in, const cb_opts *o)
 
 /* ---- the engine with transfers ---- */
 
-static int cb_engine(const cb_input *in, const cb_opts *o, int card_only)
+static int cb_engine(const cb_input *in, const cb_opts *o, int card_only, int direct)
 {
     eng_config cfg = {.backend = ENG_BACKEND_CUDA, .block_size = in->bs,
                       .bufsets = o->bufsets, .card_only = card_only};
@@ -211,14 +213,19 @@ static int cb_engine(const cb_input *in, const cb_opts *o, int card_only)
         fprintf(stderr, "engine: %s\n", err);
         return -1;
     }
+    size_t host_bytes = (size_t)in->n_blocks * in->bs;
+    uint8_t *host = direct ? eng_host_alloc(eng, host_bytes) : NULL;
+    if (host)
+        memcpy(host, in->data, host_bytes);             /* untimed, as the load */
+    const uint8_t *data = host ? host : in->data;
     eng_job *jobs = calloc(in->n_blocks, sizeof(*jobs));
     uint8_t **outs = calloc(in->n_blocks, sizeof(*outs));
     uint32_t *lens = calloc(in->n_blocks, sizeof(*lens));
-    int rc = jobs && outs && lens ? 0 : -1;
+    int rc = jobs && outs && lens && (host || !direct) ? 0 : -1;
     for (uint32_t j = 0; rc == 0 && j < in->n_blocks; j++) {
         uint32_t len = cb_len(in, j);
-        jobs[j] = (eng_job){.src = in->data + (size_t)j * in->bs, .len = len,
-                            .dst_cap = eng_bound(len)};
+        jobs[j] = (eng_job){.src = data + (size_t)j * in->bs, .len = len,
+                            .dst_cap = eng_bound(len), .src_host = direct};
         outs[j] = jobs[j].dst = malloc(jobs[j].dst_cap);
         rc = outs[j] ? 0 : -1;
         memset(outs[j], 0, jobs[j].dst_cap);            /* fault the pages in, untimed */
@@ -236,16 +243,18 @@ static int cb_engine(const cb_input *in, const cb_opts *o, int card_only)
     for (uint32_t j = 0; rc == 0 && j < in->n_blocks; j++)
         lens[j] = jobs[j].out_len;
     char what[64];
-    snprintf(what, sizeof(what), "engine %s bufsets=%u", card_only ? "gpu-only" : "gpu+cpu",
-             o->bufsets);
+    snprintf(what, sizeof(what), "engine %s%s bufsets=%u", card_only ? "gpu-only" : "gpu+cpu",
+             direct ? " direct" : "", o->bufsets);
     if (rc == 0)
         rc = cb_report(what, in, best, outs, lens);
-    printf("%-28s blocks_card=%llu blocks_sw=%llu fallback_busy=%llu fallback_error=%llu\n", "",
-           (unsigned long long)st.blocks_card, (unsigned long long)st.blocks_sw,
+    printf("%-28s blocks_card=%llu blocks_sw=%llu blocks_direct=%llu fallback_busy=%llu "
+           "fallback_error=%llu\n", "", (unsigned long long)st.blocks_card,
+           (unsigned long long)st.blocks_sw, (unsigned long long)st.blocks_direct,
            (unsigned long long)st.fallback_busy, (unsigned long long)st.fallback_error);
     for (uint32_t j = 0; outs && j < in->n_blocks; j++)
         free(outs[j]);
     free(jobs), free(outs), free(lens);
+    eng_host_free(eng, host, host_bytes);
     eng_close(eng);
     return rc;
 }
@@ -372,10 +381,12 @@ int main(int argc, char **argv)
     int rc = 0;
     if (all || !strcmp(o.mode, "kernel"))
         rc |= cb_kernel(&in, &o);
-    if (all || !strcmp(o.mode, "engine"))
-        rc |= cb_engine(&in, &o, 1);
-    if (all)
-        rc |= cb_engine(&in, &o, 0);
+    for (int direct = 0; direct <= 1; direct++) {
+        if (all || !strcmp(o.mode, "engine"))
+            rc |= cb_engine(&in, &o, 1, direct);
+        if (all)
+            rc |= cb_engine(&in, &o, 0, direct);
+    }
     if (all || !strcmp(o.mode, "cpu")) {
         rc |= cb_cpu_run(&in, o.threads, o.repeat);
         if (all && o.threads > 1)
