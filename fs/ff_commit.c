@@ -122,7 +122,8 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
             p->jobs[j] = (eng_job){
                 .src = f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
                 .len = (uint32_t)ff_blen(f, i), .dst = p->comp + (size_t)j * p->comp_stride,
-                .dst_cap = p->comp_stride, .want_sums = f->version >= FMT_VERSION_2};
+                .dst_cap = p->comp_stride, .want_sums = f->version >= FMT_VERSION_2,
+                .src_host = f->blk[i].state == FF_DIRTY && f->blk[i].host};
     }
     eng_submit(f->env->eng, p->jobs, p->n_jobs, &p->ticket);
     return 0;

@@ -13,6 +13,7 @@
  *                ff_discard, the small getters (ff_size, ff_fd, mtime), ff_stat_size
  *   ff_read.c    decoding stored blocks, the read plan, ff_read, foreign reads, ff_lseek
  *   ff_ahead.c   read-ahead: helper threads decode a sequential reader's next blocks
+ *   ff_bufs.c    dirty blocks' buffers: a pool of memory the card reads in place
  *   ff_write.c   dirty blocks in memory, grow/shrink/resize/empty, ff_write, ff_truncate,
  *                ff_fallocate, ff_flush, early commits (memory budget, streaming bricks)
  *   ff_commit.c  the plan of a commit, engine jobs, frames, the seek table, adopting what
@@ -61,6 +62,7 @@ typedef struct {
     uint32_t filled;                   /* FF_DIRTY: bytes of buf known to be final (loaded or
                                           written); a streaming commit skips blocks not full */
     uint8_t state;                     /* FF_CLEAN: as stored; FF_DIRTY: buf; FF_ZERO: zeros */
+    uint8_t host;                      /* buf is the card's to read in place (ff_bufs.c) */
     uint8_t *buf;                      /* block_size bytes while FF_DIRTY */
 } ff_blk;
 
@@ -120,6 +122,10 @@ struct ff_env_s {
                                           lru links (ff_fds.c) */
     lru_list lru;                      /* files in FF_FD_OPEN, most recently used first */
     uint64_t n_fds;                    /* descriptors held by files (OPEN and HELD) */
+    pthread_mutex_t buf_lock;          /* the pool of block buffers below (ff_bufs.c) */
+    int buf_direct;                    /* the engine's card reads host memory in place */
+    uint8_t **buf_free;                /* block buffers from eng_host_alloc, kept for reuse */
+    size_t buf_n, buf_cap;             /* in the pool; at most mem_mb of them */
 };
 
 /* A file's backing descriptor (ff_fds.c). */
@@ -254,6 +260,12 @@ void ff_set_blocks(ff_file *f, uint64_t n);
 void ff_changed(ff_file *f, uint64_t i);
 void ff_drop_buf(ff_file *f, ff_blk *b);
 void ff_set_empty(ff_file *f);
+
+/* ff_bufs.c: a dirty block's buffer; *host says it is the card's to read in place */
+int ff_bufs_init(ff_env *env);
+void ff_bufs_free(ff_env *env);
+uint8_t *ff_buf_get(ff_file *f, uint8_t *host);
+void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host);
 
 /* ff_ahead.c: read-ahead (locking rules at the top of the file) */
 ff_ahead *ff_ahead_new(ff_env *env, unsigned threads);

@@ -54,8 +54,8 @@ void ff_changed(ff_file *f, uint64_t i)
 void ff_drop_buf(ff_file *f, ff_blk *b)
 {
     if (b->state == FF_DIRTY) {
-        free(b->buf);
-        b->buf = NULL;
+        ff_buf_put(f, b->buf, b->host);
+        b->buf = NULL, b->host = 0;
         f->n_dirty--;
         f->env->dirty_bytes -= f->bs;
     }
@@ -69,7 +69,8 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
         return 0;
     /* Only the block's first ff_blen bytes are ever read; ff_grow zeroes what it adds. Not
      * zeroing the whole block keeps a small file from costing a block-sized memset. */
-    uint8_t *buf = malloc(f->bs);
+    uint8_t host;
+    uint8_t *buf = ff_buf_get(f, &host);
     if (!buf)
         return -ENOMEM;
     if (load && b->state != FF_CLEAN)
@@ -77,12 +78,12 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
     if (load && b->state == FF_CLEAN && !ff_tail_load(f, i, buf, ff_blen(f, i))) {
         int rc = ff_block_read(f, i, buf, 0, ff_blen(f, i));
         if (rc < 0) {
-            free(buf);
+            ff_buf_put(f, buf, host);
             return rc;
         }
     }
     b->filled = load && b->state == FF_CLEAN ? (uint32_t)ff_blen(f, i) : 0;
-    b->state = FF_DIRTY, b->buf = buf;
+    b->state = FF_DIRTY, b->buf = buf, b->host = host;
     f->n_dirty++;
     f->env->dirty_bytes += f->bs;
     ff_changed(f, i);

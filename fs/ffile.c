@@ -27,7 +27,8 @@ ff_env *ff_env_new(eng_ctx *eng, const sb_super *sb, const ff_options *opt, lg_l
     env->cache = bc_new(sb->block_size, (uint32_t)(slots < 2 ? 2 : slots > 4096 ? 4096 : slots));
     env->zeros = calloc(1, FF_MAX_BLOCK);
     env->ahead = opt->ahead_threads ? ff_ahead_new(env, opt->ahead_threads) : NULL;
-    if (!env->cache || !env->zeros || (opt->ahead_threads && !env->ahead)) {
+    int bufs = ff_bufs_init(env);
+    if (!env->cache || !env->zeros || (opt->ahead_threads && !env->ahead) || bufs < 0) {
         ff_env_free(env);
         return NULL;
     }
@@ -40,6 +41,7 @@ void ff_env_free(ff_env *env)
     if (!env)
         return;
     ff_ahead_free(env->ahead);
+    ff_bufs_free(env);
     bc_free(env->cache);
     free(env->zeros);
     pthread_mutex_destroy(&env->fd_lock);

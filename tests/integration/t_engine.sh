@@ -2,7 +2,8 @@
 # t_engine: the compression engine through real mounts, with the emulated card.
 #  - a large compressible copy with engine=emu,emu_card_mbps=200 reads back identical, its
 #    backing file decodes with the stock lz4, bricks went both to the card and to software,
-#    the counters say backend=emu and the daemon log calls the card emulated;
+#    the counters say backend=emu and the daemon log calls the card emulated, and the card
+#    read the writers' block buffers in place (blocks_direct);
 #  - injected card errors and hangs (with a short card_timeout_ms) lose nothing, show up as
 #    fallback_error, and the copy finishes;
 #  - 400 small files from 8 parallel writers are identical, and card bricks held jobs of
@@ -112,6 +113,11 @@ if check "mount engine=emu,emu_card_mbps=100" mount_store "engine=emu,emu_card_m
     check "counters: bricks_sw > 0 (card and software both compressed bricks)" \
         expect_counter "$S" bricks_sw -gt 0
     check "counters: blocks_card > 0" expect_counter "$S" blocks_card -gt 0
+    # the emulated card reads host memory: the writers' block buffers went to it in place
+    check "counters: blocks_direct > 0 (block buffers read in place)" \
+        expect_counter "$S" blocks_direct -gt 0
+    check "counters: blocks_direct <= blocks_card" \
+        bash -c "[ $(stat_of "$S" blocks_direct) -le $(stat_of "$S" blocks_card) ]"
     check "counters: bytes_in >= file size" expect_counter "$S" bytes_in -ge "$BIG_SIZE"
     # at most one extra block (the file's compressed zero block): nothing compressed twice
     check "counters: bytes_in <= file size + one block" \

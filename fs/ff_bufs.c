@@ -1,0 +1,67 @@
+/* Block buffers a card reads where they lie (seed 004: zero-copy host buffers).
+ *
+ * When the engine's card can read host memory in place (eng_host_direct), a dirty block of
+ * the store's block size lives in memory from eng_host_alloc, and its compression job says
+ * src_host: the card's DMA takes the block from there, and the host copies nothing into the
+ * card's buffer sets. Such memory is slow to get (a GPU pins it page by page), so buffers
+ * come back to a pool instead of the system and are used again; the pool keeps at most
+ * mem_mb of them, the most the writers' dirty blocks hold at once by their budget. Other
+ * block sizes (files made with another store's block size), engines without such a card,
+ * and a failed allocation use malloc, as before. */
+#include <stdlib.h>
+
+#include "ff_internal.h"
+
+int ff_bufs_init(ff_env *env)
+{
+    pthread_mutex_init(&env->buf_lock, NULL);
+    env->buf_direct = env->eng && eng_host_direct(env->eng);
+    env->buf_cap = env->buf_direct ? env->opt.mem_bytes / env->sb.block_size : 0;
+    env->buf_free = env->buf_cap ? calloc(env->buf_cap, sizeof(*env->buf_free)) : NULL;
+    if (env->buf_cap && !env->buf_free)
+        return -1;
+    return 0;
+}
+
+void ff_bufs_free(ff_env *env)
+{
+    for (size_t i = 0; i < env->buf_n; i++)
+        eng_host_free(env->eng, env->buf_free[i], env->sb.block_size);
+    free(env->buf_free);
+    env->buf_free = NULL, env->buf_n = env->buf_cap = 0;
+    pthread_mutex_destroy(&env->buf_lock);
+}
+
+uint8_t *ff_buf_get(ff_file *f, uint8_t *host)
+{
+    ff_env *env = f->env;
+    uint8_t *buf = NULL;
+    *host = env->buf_direct && f->bs == env->sb.block_size;
+    if (*host) {
+        pthread_mutex_lock(&env->buf_lock);
+        if (env->buf_n > 0)
+            buf = env->buf_free[--env->buf_n];
+        pthread_mutex_unlock(&env->buf_lock);
+        if (!buf)
+            buf = eng_host_alloc(env->eng, f->bs);
+    }
+    if (!buf)
+        *host = 0, buf = malloc(f->bs);
+    return buf;
+}
+
+void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host)
+{
+    ff_env *env = f->env;
+    if (!host) {
+        free(buf);
+        return;
+    }
+    pthread_mutex_lock(&env->buf_lock);
+    int kept = env->buf_n < env->buf_cap;
+    if (kept)
+        env->buf_free[env->buf_n++] = buf;
+    pthread_mutex_unlock(&env->buf_lock);
+    if (!kept)
+        eng_host_free(env->eng, buf, f->bs);
+}
