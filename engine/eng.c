@@ -84,6 +84,7 @@ struct eng_ctx_s {
     uint64_t q_bytes;                  /* input bytes of the queued jobs */
     uint64_t in_flight_bytes;          /* input bytes of the runs in flight */
     uint64_t card_ps_per_byte;         /* the card's measured rate (dispatcher only) */
+    uint64_t card_best_ps;             /* its best run of late (eng_sched_best) */
     uint64_t win_start_ns, win_idle_ns; /* the window the card's idle share is sampled over */
     uint32_t card_idle_ppm;            /* that share of late (dispatcher only) */
     uint64_t backoff_ns, backoff_until_ns;
@@ -365,9 +366,11 @@ static void eng_card_rate(eng_ctx *eng, unsigned cu, const eng_slot *s, uint64_t
     eng_cu *c = &eng->cus[cu];
     uint64_t from = s->started_ns > c->last_done_ns ? s->started_ns : c->last_done_ns;
     c->last_done_ns = now;
-    if (s->bytes && now > from)
-        eng->card_ps_per_byte = eng_sched_ewma(eng->card_ps_per_byte,
-                                               (now - from) * 1000 / s->bytes);
+    if (s->bytes && now > from) {
+        uint64_t ps = (now - from) * 1000 / s->bytes;
+        eng->card_ps_per_byte = eng_sched_ewma(eng->card_ps_per_byte, ps);
+        eng->card_best_ps = eng_sched_best(eng->card_best_ps, ps);
+    }
 }
 
 /* Polls one set in flight; returns 1 if it is finished (one way or the other): done, or
@@ -466,6 +469,40 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
     return eng_sched_sw_take(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
 }
 
+/* A deep queue is shared before the card takes it all: an idle pool thread takes from the
+ * queue's tail the jobs it finishes before the card, at its best rate of late, would finish
+ * everything else queued and in flight. Both then end together, which is how card and
+ * software add up (a card that holds a whole batch in its buffer sets would otherwise leave
+ * software nothing). Measured against the card's best run, not its average, so that a card
+ * fed too slowly to be busy never looks slow enough to be helped. Only for a card that
+ * reads host memory in place: where the host copies every brick in and out, the cores
+ * software takes are the card's, and on a GPU host card and software together fell to
+ * 0.92-0.98x the card alone (docs/BENCHMARKS.md). Returns 1 when a brick went to the pool.
+ * Called and returns with the lock held. */
+static int eng_sw_split(eng_ctx *eng)
+{
+    uint32_t lens[ENG_SW_BRICK];
+    unsigned n = 0, first = eng->q_count > ENG_SW_BRICK ? eng->q_count - ENG_SW_BRICK : 0;
+    for (; first + n < eng->q_count; n++)
+        lens[n] = eng->queue[(eng->q_head + eng->q_count - 1 - n) % ENG_QUEUE_JOBS].job->len;
+    eng_rates r = {eng->card_best_ps, eng_sw_ps_per_byte(eng->sw), eng->card_idle_ppm};
+    unsigned k = eng_sched_sw_split(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
+    if (k == 0)
+        return 0;
+    eng_brick b = {.n = k};
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < k; i++) {
+        b.tasks[i] = eng->queue[(eng->q_head + eng->q_count - k + i) % ENG_QUEUE_JOBS];
+        bytes += b.tasks[i].job->len;
+    }
+    if (!eng_sw_try_add(eng->sw, &b, eng_sw_room(eng, 0)))
+        return 0;
+    eng->q_count -= k, eng->q_bytes -= bytes;
+    eng->n.fallback_busy++;
+    pthread_cond_broadcast(&eng->room);
+    return 1;
+}
+
 /* Sends one brick somewhere if it can; 0 when both the card and the pool are full, or when
  * the jobs are better left for the card. Called and returns with the lock held. */
 static int eng_dispatch_one(eng_ctx *eng)
@@ -474,6 +511,8 @@ static int eng_dispatch_one(eng_ctx *eng)
     uint64_t now = eng_now_ns();
     int resting = now < eng->backoff_until_ns;
     eng_brick b;
+    if (!resting && !eng->cfg.card_only && eng_host_direct(eng) && eng_sw_split(eng))
+        return 1;
     if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
         eng_slot *s = eng_slot_at(eng, cu, set);
         s->bytes = eng_take_brick(eng, &s->brick, eng->capacity);

@@ -64,6 +64,19 @@ typedef struct {
 unsigned eng_sched_sw_take(const eng_rates *r, const uint32_t *lens, unsigned n,
                            uint64_t queued, uint64_t in_flight);
 uint64_t eng_sched_ewma(uint64_t old, uint64_t sample);
+
+/* One pool thread's rate before it is measured: 400 MB/s, LZ4 level 1 on a server core. */
+#define ENG_SCHED_SW_PRIOR_PS 2500u
+/* How many of the n jobs at a deep queue's tail an idle software thread takes before the
+ * card takes the rest (a card that reads host memory in place, eng.c says why): those it
+ * finishes before the card, at the rate r gives (its best run of late), would finish the
+ * rest queued and in flight. No idle-share rule: the best rate already keeps a card that
+ * waits for work from looking slow. Unmeasured software is taken at the prior above. */
+unsigned eng_sched_sw_split(const eng_rates *r, const uint32_t *lens, unsigned n,
+                            uint64_t queued, uint64_t in_flight);
+/* The card's best rate of late: the lowest sample, but drifting up by 1/64 a run so that
+ * a card that became slower (shared, throttled) shows within a few dozen runs. */
+uint64_t eng_sched_best(uint64_t best, uint64_t sample);
 /* The idle share after a window of span_ns in which the card was idle idle_ns (summed over
  * compute units, span likewise): half the old share, half this window's. */
 uint32_t eng_sched_idle_ppm(uint32_t old, uint64_t idle_ns, uint64_t span_ns);

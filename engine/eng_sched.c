@@ -8,7 +8,11 @@
  * recent past keeps up with its callers, so a brick software takes finishes no sooner
  * overall and costs the host four times the CPU the card's path does (the copies and the
  * check of its output). In the filesystem, where that CPU also feeds the card, 8 writers
- * with a GPU wrote 5-11 % faster with this rule (docs/BENCHMARKS.md). */
+ * with a GPU wrote 5-11 % faster with this rule (docs/BENCHMARKS.md).
+ *
+ * A card that reads host memory in place costs the host only the check of its output, and
+ * a batch its buffer sets hold whole leaves nothing queued for software: there the queue is
+ * split first (eng_sched_sw_split), against the card's best run of late. */
 #include "eng_internal.h"
 
 /* The card's part after the first take bytes went to software: what it still holds (about
@@ -51,4 +55,18 @@ uint32_t eng_sched_idle_ppm(uint32_t old, uint64_t idle_ns, uint64_t span_ns)
     uint64_t sample = span_ns ? (idle_ns >= span_ns ? 1000000u : idle_ns * 1000000u / span_ns)
                               : old;
     return (uint32_t)(((uint64_t)old + sample) / 2);
+}
+
+unsigned eng_sched_sw_split(const eng_rates *r, const uint32_t *lens, unsigned n,
+                            uint64_t queued, uint64_t in_flight)
+{
+    eng_rates best = {r->card_ps_per_byte, r->sw_ps_per_byte ? r->sw_ps_per_byte
+                                                             : ENG_SCHED_SW_PRIOR_PS, 0};
+    return eng_sched_sw_take(&best, lens, n, queued, in_flight);
+}
+
+uint64_t eng_sched_best(uint64_t best, uint64_t sample)
+{
+    uint64_t drift = best + best / 64;
+    return best && drift < sample ? drift : sample;
 }
