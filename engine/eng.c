@@ -475,8 +475,8 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
  * software add up (a card that holds a whole batch in its buffer sets would otherwise leave
  * software nothing). Measured against the card's best run, not its average, so that a card
  * fed too slowly to be busy never looks slow enough to be helped. Only for a card that
- * reads host memory in place: where the host copies every brick in and out, the cores
- * software takes are the card's, and on a GPU host card and software together fell to
+ * reads host memory in place, and jobs in such memory (the queue's first): where the host
+ * copies every brick in, the cores software takes are the card's, and on a GPU host card and software together fell to
  * 0.92-0.98x the card alone (docs/BENCHMARKS.md). Returns 1 when a brick went to the pool.
  * Called and returns with the lock held. */
 static int eng_sw_split(eng_ctx *eng)
@@ -511,7 +511,8 @@ static int eng_dispatch_one(eng_ctx *eng)
     uint64_t now = eng_now_ns();
     int resting = now < eng->backoff_until_ns;
     eng_brick b;
-    if (!resting && !eng->cfg.card_only && eng_host_direct(eng) && eng_sw_split(eng))
+    if (!resting && !eng->cfg.card_only && eng_host_direct(eng) &&
+        eng->queue[eng->q_head].job->src_host && eng_sw_split(eng))
         return 1;
     if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
         eng_slot *s = eng_slot_at(eng, cu, set);
