@@ -476,15 +476,15 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
  * software nothing). Measured against the card's best run, not its average, so that a card
  * fed too slowly to be busy never looks slow enough to be helped. Only for a card that
  * reads host memory in place, and jobs in such memory (the queue's first): where the host
- * copies every brick in, the cores software takes are the card's, and on a GPU host card and software together fell to
- * 0.92-0.98x the card alone (docs/BENCHMARKS.md). Returns 1 when a brick went to the pool.
- * Called and returns with the lock held. */
+ * copies every brick in, the cores software takes are the card's, and on a GPU host the
+ * two together fell to 0.92-0.98x the card alone (docs/BENCHMARKS.md). Returns 1 when a
+ * brick went to the pool. Called and returns with the lock held. */
 static int eng_sw_split(eng_ctx *eng)
 {
     uint32_t lens[ENG_SW_BRICK];
-    unsigned n = 0, first = eng->q_count > ENG_SW_BRICK ? eng->q_count - ENG_SW_BRICK : 0;
-    for (; first + n < eng->q_count; n++)
-        lens[n] = eng->queue[(eng->q_head + eng->q_count - 1 - n) % ENG_QUEUE_JOBS].job->len;
+    unsigned n = eng->q_count < ENG_SW_BRICK ? eng->q_count : ENG_SW_BRICK;
+    for (unsigned i = 0; i < n; i++)   /* from the tail back */
+        lens[i] = eng->queue[(eng->q_head + eng->q_count - 1 - i) % ENG_QUEUE_JOBS].job->len;
     eng_rates r = {eng->card_best_ps, eng_sw_ps_per_byte(eng->sw), eng->card_idle_ppm};
     unsigned k = eng_sched_sw_split(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
     if (k == 0)
@@ -693,8 +693,9 @@ int eng_host_direct(const eng_ctx *eng)
 
 static size_t eng_host_round(size_t bytes)
 {
-    return bytes > SIZE_MAX - ENG_HOST_PAGE ? 0
-                                            : (bytes + ENG_HOST_PAGE - 1) / ENG_HOST_PAGE * ENG_HOST_PAGE;
+    if (bytes > SIZE_MAX - ENG_HOST_PAGE)
+        return 0;
+    return (bytes + ENG_HOST_PAGE - 1) / ENG_HOST_PAGE * ENG_HOST_PAGE;
 }
 
 void *eng_host_alloc(eng_ctx *eng, size_t bytes)

@@ -81,10 +81,14 @@ void op_xattr_changed(struct in_inode *n)
     pthread_mutex_unlock(&n->lock);
 }
 
-/* Attribute names are no path: the line reads "getxattr NAME on PATH". */
+/* Attribute names are no path: the line reads "getxattr NAME on PATH". The mount's own
+ * answer that it keeps no such attribute (op_xattr_unsupported) is no fault: ls -Z and cp
+ * ask it of every file. */
 static int op_log_xattr(struct op_fs *fs, const char *what, struct in_inode *n,
                         const char *name, int err)
 {
+    if (err == -EOPNOTSUPP && op_xattr_unsupported(fs, name))
+        return err;
     char verb[300];
     snprintf(verb, sizeof(verb), "%s %s on", what, name ? name : "");
     return op_log(fs, name ? verb : what, n, NULL, err);

@@ -127,6 +127,10 @@ if check "mount with allow_other (ACLs on by default)" mount_store allow_other; 
     check "the user cannot change a root file's ACL" user_setfacl_fails
     check "...and it still denies the user" bash -c "getfacl -n '$MNT/acl/f' 2>/dev/null | grep -q '^user:$U:---'"
     check "setting the SELinux label fails with EOPNOTSUPP" bash -c "setfattr -n security.selinux -v x '$MNT/acl/f' 2>&1 | grep -q 'not supported'"
+    check "reading it fails with EOPNOTSUPP" bash -c "getfattr -n security.selinux '$MNT/acl/f' 2>&1 | grep -q 'not supported'"
+    check "ls -Z works" bash -c "ls -Z '$MNT/acl' >/dev/null"
+    check "the mount's own 'not supported' is not logged as an error" \
+        bash -c "! grep -E 'security\.selinux.*not supported' '$(last_log)'"
     setfattr -n security.selinux -v x "$BACKING/acl/f" 2>/dev/null
     check "a label in the backing file is not listed" bash -c "! getfattr -d -m - '$MNT/acl/f' 2>/dev/null | grep -q selinux"
     check "unmount" umount_store
