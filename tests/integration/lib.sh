@@ -38,6 +38,15 @@ LAST_MOUNT_OUT=""       # stdout+stderr of the last mount attempt
 DAEMON_PID=""           # pid of the daemon of the current mount
 LOG_SEQ=0
 
+# python3 found directly: where python3 is a version manager's shim (pyenv's is a shell
+# script that runs a dozen more), each call costs more processes than the test's own work.
+# The interpreter the shim picks now is put first in PATH; the same interpreter either way.
+if _lib_py=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) &&
+    [ -x "$_lib_py/python3" ]; then
+    PATH="$_lib_py:$PATH"
+fi
+unset _lib_py
+
 WS=$(mktemp -d "${TMPDIR:-/tmp}/fpgalz4fs-$T_NAME.XXXXXX") || { echo "cannot make a workspace" >&2; exit 1; }
 chmod 755 "$WS"
 BACKING="$WS/backing"
@@ -48,20 +57,31 @@ say() { printf '%s\n' "$*"; }
 
 # ------------------------------------------------------------------------------- cleanup
 
+# _lib_runs_daemon PID: PID runs the daemon binary. A builtin test of /proc/PID/exe against
+# the binary (same file), not a readlink: the scans below run at every mount and unmount, and
+# a fork per process of the machine made them most of the tests' own CPU time.
+_lib_runs_daemon() { [ "/proc/$1/exe" -ef "$DAEMON" ] 2>/dev/null; }
+
+# _lib_cmdline PID: the process's arguments joined by spaces (no fork).
+_lib_cmdline() {
+    local -a a
+    mapfile -d '' -t a <"/proc/$1/cmdline" 2>/dev/null || return 1
+    printf '%s' "${a[*]}"
+}
+
 # Daemons started from this workspace: the recorded pids, and any process running the daemon
 # binary with a path of this workspace on its command line.
 _lib_our_daemons() {
-    local p exe want
-    want=$(readlink -f "$DAEMON" 2>/dev/null)
+    local p args
     for p in "${DAEMON_PIDS[@]}"; do
         # a recorded pid counts only while it still runs the daemon binary (pids are reused)
-        [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$want" ] && echo "$p"
+        _lib_runs_daemon "$p" && echo "$p"
     done
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
-        exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
-        [ "$exe" = "$want" ] || continue
-        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$WS/" && echo "$p"
+        _lib_runs_daemon "$p" || continue
+        args=$(_lib_cmdline "$p") || continue
+        [[ "$args" == *"$WS/"* ]] && echo "$p"
     done | sort -u
 }
 
@@ -315,13 +335,11 @@ format_store() {
 
 _lib_daemon_pid_of() {
     # the daemon serving backing $1 on $2: the daemon binary with those arguments
-    local p exe want args
-    want=$(readlink -f "$DAEMON")
+    local p args
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
-        exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
-        [ "$exe" = "$want" ] || continue
-        args=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
+        _lib_runs_daemon "$p" || continue
+        args=$(_lib_cmdline "$p") || continue
         case "$args" in
             *" $1 $2 "*|*" $1 $2") echo "$p"; return 0 ;;
         esac
