@@ -63,6 +63,14 @@ typedef struct {
         verify_failed, blocks_direct;
 } eng_counters;
 
+/* Host memory given back while a written-off run may still read it (a hung GPU's copy from
+ * pinned memory): kept until no set is written off. */
+typedef struct {
+    void **p;
+    size_t *bytes;
+    size_t n, cap;
+} eng_parked;
+
 struct eng_ctx_s {
     eng_config cfg;
     const eng_dev_ops *ops;            /* NULL: software only */
@@ -94,6 +102,7 @@ struct eng_ctx_s {
     pthread_t dispatcher;
     int dispatcher_started;
     eng_copy_team *copies;             /* the dispatcher's helpers for a brick's copies */
+    eng_parked parked;                 /* host memory freed while a set was written off */
 
     eng_counters n;
 };
@@ -419,6 +428,8 @@ static int eng_revive(eng_ctx *eng, unsigned cu, unsigned set)
     return eng->ops->poll(eng->dev, cu, set) != ENG_RUN_RUNNING;
 }
 
+static void eng_unpark(eng_ctx *eng);
+
 /* Collects every finished run and takes back written-off sets the card let go of. Called
  * and returns with the lock held. */
 static int eng_reap_all(eng_ctx *eng)
@@ -444,6 +455,8 @@ static int eng_reap_all(eng_ctx *eng)
                 progress = 1;
             }
         }
+    if (eng->slots_off == 0 && eng->parked.n > 0)
+        eng_unpark(eng);
     return progress;
 }
 
@@ -678,6 +691,7 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->blocks_direct = eng->n.blocks_direct;
     pthread_mutex_lock(&eng->lock);
     o->card_idle_us = eng_idle_ns(eng, eng_now_ns()) / 1000;
+    o->host_parked = eng->parked.n;
     pthread_mutex_unlock(&eng->lock);
 }
 
@@ -707,14 +721,53 @@ void *eng_host_alloc(eng_ctx *eng, size_t bytes)
                                 : aligned_alloc(ENG_HOST_PAGE, total);
 }
 
+/* Called with the lock held: keeps p until no set is written off. Without memory to note
+ * it, p is kept for good: never free what a card may still read. */
+static void eng_park(eng_parked *k, void *p, size_t bytes)
+{
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? 2 * k->cap : 16;
+        void **np = realloc(k->p, cap * sizeof(*np));
+        if (np)
+            k->p = np;
+        size_t *nb = np ? realloc(k->bytes, cap * sizeof(*nb)) : NULL;
+        if (!nb)
+            return;
+        k->bytes = nb, k->cap = cap;
+    }
+    k->p[k->n] = p, k->bytes[k->n++] = bytes;
+}
+
 void eng_host_free(eng_ctx *eng, void *p, size_t bytes)
 {
     if (!p)
         return;
-    if (eng_host_direct(eng))
-        eng->ops->host_free(eng->dev, p, eng_host_round(bytes ? bytes : 1));
-    else
+    if (!eng_host_direct(eng)) {
         free(p);
+        return;
+    }
+    size_t total = eng_host_round(bytes ? bytes : 1);
+    pthread_mutex_lock(&eng->lock);
+    int held = eng->slots_off > 0;
+    if (held)
+        eng_park(&eng->parked, p, total);
+    pthread_mutex_unlock(&eng->lock);
+    if (!held)
+        eng->ops->host_free(eng->dev, p, total);
+}
+
+/* Called with the lock held, no set written off: gives the parked memory back, with the
+ * lock released for the device's calls. */
+static void eng_unpark(eng_ctx *eng)
+{
+    eng_parked k = eng->parked;
+    eng->parked = (eng_parked){0};
+    pthread_mutex_unlock(&eng->lock);
+    for (size_t i = 0; i < k.n; i++)
+        eng->ops->host_free(eng->dev, k.p[i], k.bytes[i]);
+    free(k.p);
+    free(k.bytes);
+    pthread_mutex_lock(&eng->lock);
 }
 
 /* ---- open and close ---- */
@@ -810,6 +863,24 @@ eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap)
     return eng;
 }
 
+/* Parked memory goes back if the card has let go of every written-off set by now; if not,
+ * it stays with the process, whose exit takes it back once the card's work is torn down. */
+static void eng_close_parked(eng_ctx *eng)
+{
+    for (unsigned cu = 0; cu < eng->n_cus; cu++)
+        for (unsigned set = 0; set < eng->n_sets; set++) {
+            eng_slot *s = eng_slot_at(eng, cu, set);
+            if (s->state == ENG_SLOT_OFF && eng_revive(eng, cu, set))
+                s->state = ENG_SLOT_FREE, eng->slots_off--;
+        }
+    pthread_mutex_lock(&eng->lock);
+    if (eng->slots_off == 0 && eng->parked.n > 0)
+        eng_unpark(eng);
+    pthread_mutex_unlock(&eng->lock);
+    free(eng->parked.p);
+    free(eng->parked.bytes);
+}
+
 void eng_close(eng_ctx *eng)
 {
     if (!eng)
@@ -822,6 +893,7 @@ void eng_close(eng_ctx *eng)
         pthread_join(eng->dispatcher, NULL);
     }
     eng_copy_close(eng->copies);
+    eng_close_parked(eng);
     if (eng->dev)
         eng->ops->close(eng->dev);
     eng_plugin_unload(&eng->plugin);

@@ -90,6 +90,8 @@ typedef struct {
                                           to their input: compressed again in software */
     uint64_t blocks_direct;            /* block jobs a card read where they lay (src_host), not
                                           copied into its buffers first */
+    uint64_t host_parked;              /* now: buffers of eng_host_free held back while a
+                                          written-off run may still read them */
 } eng_stats;
 
 /* The caller's handle on jobs submitted with eng_submit; lives as long as they do. */
@@ -119,7 +121,10 @@ void eng_wait(eng_ctx *eng, eng_ticket *t);
  * with the other backends, which then copy as before. Jobs whose src lies in it say so with
  * src_host. NULL when there is no memory; eng_host_free accepts NULL. Memory from it
  * must be given back before eng_close. Registering memory
- * with a card is slow (milliseconds per MiB): callers keep such buffers and reuse them. */
+ * with a card is slow (milliseconds per MiB): callers keep such buffers and reuse them.
+ * While a written-off run may still be reading (sets_written_off > sets_recovered),
+ * eng_host_free holds the memory back (host_parked) and gives it up once the card let go;
+ * eng_close leaves it to the process's exit if the card never does. */
 void *eng_host_alloc(eng_ctx *eng, size_t bytes);
 void eng_host_free(eng_ctx *eng, void *p, size_t bytes);     /* bytes as allocated */
 /* 1 when eng_host_alloc's memory spares copies (a card reads it directly), else 0. */

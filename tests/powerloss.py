@@ -394,7 +394,7 @@ def check_state(a, hist, state, out, files, tc, where):
     res = subprocess.run([a.plcheck, state, out] + files, capture_output=True, text=True)
     if res.returncode != 0:
         return ["%s: plcheck: %s" % (where, res.stderr.strip())]
-    failures, lines = [], res.stdout.split("\n")
+    failures, lines, decode = [], res.stdout.split("\n"), []
     for k, p in enumerate(files):
         words = lines[k].split(" ", 2) if k < len(lines) else ["?", "error", "no line"]
         at = "%s, file %s" % (where, p)
@@ -409,11 +409,40 @@ def check_state(a, hist, state, out, files, tc, where):
         with open(os.path.join(state, p), "rb") as fh:
             if fh.read(4) != b"\x04\x22\x4d\x18" and not data.strip(b"\0"):
                 continue               # the zeros of a file whose writes were all lost
-        lz = subprocess.run(["lz4", "-dc", os.path.join(state, p)], capture_output=True)
+        decode.append((at, os.path.join(state, p), data))
+    return failures + lz4_check(decode, CHECKER.get("sep"))
+
+
+def lz4_separator(work):
+    """A frame of 32 random hex digits, decoded between the files of lz4_check so that bytes
+    moved from one file's end to the next file's start cannot go unseen."""
+    marker = os.urandom(16).hex().encode()
+    path = os.path.join(work, "separator.lz4")
+    with open(path, "wb") as fh:
+        subprocess.run(["lz4", "-q", "-c"], input=marker, stdout=fh, check=True)
+    return path, marker
+
+
+def lz4_check(decode, sep):
+    """The stock lz4 -d of each (where, backing file, what the mount read): one lz4 for all
+    of them, a separator frame between each two (a process start costs more than the
+    decoding), and one per file to name the file only when that fails."""
+    if not decode:
+        return []
+    names, want = [], []
+    for _, f, d in decode:
+        names += [f, sep[0]]
+        want += [d, sep[1]]
+    lz = subprocess.run(["lz4", "-dcm"] + names, capture_output=True)
+    if lz.returncode == 0 and lz.stdout == b"".join(want):
+        return []
+    failures = []
+    for at, f, data in decode:
+        lz = subprocess.run(["lz4", "-dc", f], capture_output=True)
         if lz.returncode != 0 or lz.stdout != data:
             failures.append("%s: lz4 -d of the backing file %s" % (
                 at, "fails" if lz.returncode else "differs from what the mount reads"))
-    return failures
+    return failures or ["lz4 -dcm of the files together differs from what the mount reads"]
 
 
 def read_history(logdir):
@@ -453,7 +482,8 @@ def check(a):
     for _, out in slots:
         os.makedirs(out, exist_ok=True)
     busy = [None] * jobs
-    CHECKER.update(a=a, hist=hist)
+    os.makedirs(a.work, exist_ok=True)
+    CHECKER.update(a=a, hist=hist, sep=lz4_separator(a.work))
     ctx = multiprocessing.get_context("fork")
 
     def settle(k):
