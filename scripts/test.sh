@@ -23,7 +23,7 @@ done
 BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 # The Linux tree (when installed) is copied once, in the normal pass: under the sanitizers it
 # would only take longer to find nothing new. The power-loss states likewise: the normal pass
-# checks about 5,000 of them for what they keep (3,000 random ones and every state that loses
+# checks about 4,200 of them for what they keep (1,800 random ones and every state that loses
 # one call alone); here 600 random ones (version 3 files, 150 a workload, every kind of
 # workload) run the same repair code under the sanitizers. The order of the writes, which
 # the states that lose one call test, is the same code with or without them. The benchmark

@@ -21,7 +21,7 @@
 #
 # POWERLOSS_KEEP=DIR keeps what a failing seed needs to replay it (DIR/vV-sS: the empty store,
 # the record, the writers' logs and up to 20 failing states as they were before the open).
-# POWERLOSS_STATES states per format and seed (default 500, CI), POWERLOSS_OPS operations per
+# POWERLOSS_STATES states per format and seed (default 300, CI), POWERLOSS_OPS operations per
 # writer (default 150), POWERLOSS_SEEDS workload seeds (default "1 15"), POWERLOSS_FORMATS the
 # file versions written (default "2 3"; version 3's hole runs come from the writers' truncates
 # that extend a file by several blocks; version 1 fails here: docs/FORMAT.md 7.1 and 8, it
@@ -34,7 +34,7 @@
 # checked at once (default: the number of cores). Long form in the README.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
-STATES=${POWERLOSS_STATES:-500}
+STATES=${POWERLOSS_STATES:-300}
 OPS=${POWERLOSS_OPS:-150}
 # Seed 15 found the shrink of a streaming writer's full commit, then a hole written over the
 # old footer pair's area whose punch a power loss lost while its head and end stayed
