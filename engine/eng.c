@@ -66,8 +66,10 @@ typedef struct {
 /* Host memory given back while a written-off run may still read it (a hung GPU's copy from
  * pinned memory): kept until no set is written off. */
 typedef struct {
-    void **p;
-    size_t *bytes;
+    struct eng_parked_buf {
+        void *p;
+        size_t bytes;
+    } *buf;
     size_t n, cap;
 } eng_parked;
 
@@ -727,15 +729,12 @@ static void eng_park(eng_parked *k, void *p, size_t bytes)
 {
     if (k->n == k->cap) {
         size_t cap = k->cap ? 2 * k->cap : 16;
-        void **np = realloc(k->p, cap * sizeof(*np));
-        if (np)
-            k->p = np;
-        size_t *nb = np ? realloc(k->bytes, cap * sizeof(*nb)) : NULL;
+        struct eng_parked_buf *nb = realloc(k->buf, cap * sizeof(*nb));
         if (!nb)
             return;
-        k->bytes = nb, k->cap = cap;
+        k->buf = nb, k->cap = cap;
     }
-    k->p[k->n] = p, k->bytes[k->n++] = bytes;
+    k->buf[k->n++] = (struct eng_parked_buf){p, bytes};
 }
 
 void eng_host_free(eng_ctx *eng, void *p, size_t bytes)
@@ -764,9 +763,8 @@ static void eng_unpark(eng_ctx *eng)
     eng->parked = (eng_parked){0};
     pthread_mutex_unlock(&eng->lock);
     for (size_t i = 0; i < k.n; i++)
-        eng->ops->host_free(eng->dev, k.p[i], k.bytes[i]);
-    free(k.p);
-    free(k.bytes);
+        eng->ops->host_free(eng->dev, k.buf[i].p, k.buf[i].bytes);
+    free(k.buf);
     pthread_mutex_lock(&eng->lock);
 }
 
@@ -863,22 +861,16 @@ eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap)
     return eng;
 }
 
-/* Parked memory goes back if the card has let go of every written-off set by now; if not,
- * it stays with the process, whose exit takes it back once the card's work is torn down. */
+/* Parked memory goes back if the card has let go of every written-off set by now (one last
+ * reap: no run is in flight once the dispatcher stopped); if not, it stays with the process,
+ * whose exit takes it back once the card's work is torn down. */
 static void eng_close_parked(eng_ctx *eng)
 {
-    for (unsigned cu = 0; cu < eng->n_cus; cu++)
-        for (unsigned set = 0; set < eng->n_sets; set++) {
-            eng_slot *s = eng_slot_at(eng, cu, set);
-            if (s->state == ENG_SLOT_OFF && eng_revive(eng, cu, set))
-                s->state = ENG_SLOT_FREE, eng->slots_off--;
-        }
     pthread_mutex_lock(&eng->lock);
-    if (eng->slots_off == 0 && eng->parked.n > 0)
-        eng_unpark(eng);
+    if (eng->parked.n > 0)
+        eng_reap_all(eng);
     pthread_mutex_unlock(&eng->lock);
-    free(eng->parked.p);
-    free(eng->parked.bytes);
+    free(eng->parked.buf);
 }
 
 void eng_close(eng_ctx *eng)
