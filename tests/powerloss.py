@@ -21,6 +21,8 @@
 import argparse, concurrent.futures, ctypes, json, multiprocessing, os, random, shutil, struct
 import subprocess, sys, time, zlib
 
+import lz4batch
+
 REC = 64
 MAGIC = b"PLR1"
 PL_WRITE, PL_TRUNC, PL_FALLOC, PL_SYNC = 1, 2, 3, 4
@@ -413,28 +415,14 @@ def check_state(a, hist, state, out, files, tc, where):
     return failures + lz4_check(decode, CHECKER.get("sep"))
 
 
-def lz4_separator(work):
-    """A frame of 32 random hex digits, decoded between the files of lz4_check so that bytes
-    moved from one file's end to the next file's start cannot go unseen."""
-    marker = os.urandom(16).hex().encode()
-    path = os.path.join(work, "separator.lz4")
-    with open(path, "wb") as fh:
-        subprocess.run(["lz4", "-q", "-c"], input=marker, stdout=fh, check=True)
-    return path, marker
-
-
 def lz4_check(decode, sep):
     """The stock lz4 -d of each (where, backing file, what the mount read): one lz4 for all
     of them, a separator frame between each two (a process start costs more than the
     decoding), and one per file to name the file only when that fails."""
     if not decode:
         return []
-    names, want = [], []
-    for _, f, d in decode:
-        names += [f, sep[0]]
-        want += [d, sep[1]]
-    lz = subprocess.run(["lz4", "-dcm"] + names, capture_output=True)
-    if lz.returncode == 0 and lz.stdout == b"".join(want):
+    lz = lz4batch.decode([f for _, f, _ in decode], sep)
+    if lz.returncode == 0 and lz.stdout == lz4batch.joined([d for _, _, d in decode], sep):
         return []
     failures = []
     for at, f, data in decode:
@@ -482,8 +470,7 @@ def check(a):
     for _, out in slots:
         os.makedirs(out, exist_ok=True)
     busy = [None] * jobs
-    os.makedirs(a.work, exist_ok=True)
-    CHECKER.update(a=a, hist=hist, sep=lz4_separator(a.work))
+    CHECKER.update(a=a, hist=hist, sep=lz4batch.separator(a.work))
     ctx = multiprocessing.get_context("fork")
 
     def settle(k):

@@ -497,57 +497,10 @@ lz4_check() {
 }
 
 # _lib_lz4_batch check BACKING MNT | decodes BACKING: what lz4_check and lz4_decodes ask, with
-# one lz4 per 32 MiB of files instead of several processes a file (a process start costs more
-# here than decoding a source file). `check` reads every file through MNT first, then decodes
-# the backing files with `lz4 -d -c -m`, a separator frame of random digits between each two
-# so that bytes cannot move from one file to the next unseen, and compares the whole with the
-# mount's files and separators in the same order. Exits 0 only when everything matched and
-# lz4 said nothing of undecodable data; otherwise the callers' loops run and name the files.
+# one lz4 for many files (tests/lz4batch.py); fails when anything differs or does not decode,
+# and the callers' loops then run a file at a time and name the files.
 _lib_lz4_batch() {
-    python3 - "$@" "$WS" <<'PY'
-import os, subprocess, sys
-mode, b = sys.argv[1], sys.argv[2]
-m = sys.argv[3] if mode == "check" else None
-ws = sys.argv[-1]
-top = m if mode == "check" else b
-rels = sorted(os.path.relpath(os.path.join(d, f), top) for d, _, fs in os.walk(top) for f in fs
-              if os.path.isfile(os.path.join(d, f)) and not os.path.islink(os.path.join(d, f)))
-if mode != "check":
-    rels = [r for r in rels if not r.startswith(".fpgalz4fs")]
-marker = os.urandom(16).hex().encode()
-sep = os.path.join(ws, ".lz4-separator")
-with open(sep, "wb") as fh:
-    subprocess.run(["lz4", "-q", "-c"], input=marker, stdout=fh, check=True)
-def run(batch):
-    names = [n for r, _ in batch for n in (os.path.join(b, r), sep)]
-    out = subprocess.PIPE if m is not None else subprocess.DEVNULL
-    lz = subprocess.run(["lz4", "-d", "-c", "-m"] + names, stdout=out, stderr=subprocess.PIPE)
-    ok = lz.returncode == 0 and b"undecodable" not in lz.stderr.lower()
-    if m is None:
-        return ok
-    return ok and lz.stdout == b"".join(data + marker for _, data in batch)
-def main():
-    batch, size = [], 0
-    for r in rels:
-        data = None
-        if m is not None:
-            with open(os.path.join(m, r), "rb") as fh:
-                data = fh.read()       # through the mount first: a torn file is repaired here
-        batch.append((r, data))
-        size += os.path.getsize(os.path.join(b, r)) + len(data or b"")
-        if size >= 32 << 20:
-            if not run(batch):
-                return 1
-            batch, size = [], 0
-    return 0 if not batch or run(batch) else 1
-try:
-    if main() != 0:
-        sys.exit(1)
-except OSError:
-    sys.exit(1)                        # a file missing or unreadable: the loop names it
-print("lz4_%s: %d files, all %s (one lz4 per 32 MiB)" % (
-    mode, len(rels), "equal to the mount" if m else "decode"))
-PY
+    python3 "$SRC_DIR/tests/lz4batch.py" "$@" "$WS"
 }
 
 # lz4_decodes BACKING: every regular file of BACKING except the superblock decodes with lz4
