@@ -208,7 +208,7 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
                       : fmt2_place_write(f->fd, f->v2.eof, 1 - place, NULL);
     }
     if (rc == 0)
-        rc = ff2_write_in_place(f, fr, t->n, t->tail);
+        rc = ff2_write_in_place(f, fr, t->n, t->tail, NULL);
     if (rc == 0)
         f->v2.j_pending = 0;
     else                               /* the next commit lays the pair out anew, past it */

@@ -357,14 +357,18 @@ int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
 }
 
 int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
-                      uint64_t *len)
+                      const fmt2_footer *ft)
 {
-    *len = fmt2_journal_len(e, n);
-    uint8_t *buf = malloc(*len);
+    size_t len = fmt2_journal_len(e, n);
+    uint8_t *buf = malloc(len + FMT2_FOOTER_LEN);
     if (!buf)
         return -ENOMEM;
     fmt2_journal_encode(e, n, f->v2.seq + 1, buf);
-    int rc = fmt_pwrite_all(f->fd, buf, *len, at);
+    fmt2_footer_encode(ft, buf + len);
+    uint64_t end = at + len + FMT2_FOOTER_LEN;
+    int rc = fmt_pwrite_all(f->fd, buf, len + FMT2_FOOTER_LEN, at);
+    if (rc == 0 && f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)
+        rc = -errno;
     free(buf);
     return rc;
 }
@@ -392,18 +396,31 @@ static void ff2_cache_rewritten(ff_file *f, const ff2_frames *fr, uint64_t n)
 
 /* The in-place part: slots that hold committed blocks. Reads decode outside the file's
  * lock, so they are kept out while the bytes under them change. A frame over a frame
- * punches only the pages the old one held (ff2_reserve_slots says why). */
-int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail)
+ * punches only the pages the old one held (ff2_reserve_slots says why). footer, when not
+ * NULL, is an encoded footer that goes at tail once the slots are written: with the last
+ * slot's frame when that one is rewritten. */
+int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail,
+                       const uint8_t *footer)
 {
     int rc = 0;
     ff_io_exclusive(f);
     for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++) {
         const ff2_frame *e = &fr->v[k];
-        uint64_t holes = e->frame_len ? ff2_holes_from(f, e->block) : 0;
-        rc = holes ? fmt2_rewrite_slot(f->fd, f->bs, e->block, e->frame, e->frame_len, e->len,
-                                       ff2_slot_end(f, e->block, n, tail), holes)
-                   : ff2_write_frame(f, e, n, tail);
+        const uint8_t *ft = e->block + 1 == n ? footer : NULL;
+        if (e->frame_len) {
+            rc = fmt2_rewrite_slot(f->fd, f->bs, e->block, e->frame, e->frame_len, e->len,
+                                   ff2_slot_end(f, e->block, n, tail),
+                                   ff2_holes_from(f, e->block), ft);
+        } else {
+            rc = ff2_write_frame(f, e, n, tail);
+            if (rc == 0 && ft)
+                rc = fmt_pwrite_all(f->fd, ft, FMT2_FOOTER_LEN, tail);
+        }
+        if (ft)
+            footer = NULL;
     }
+    if (rc == 0 && footer)
+        rc = fmt_pwrite_all(f->fd, footer, FMT2_FOOTER_LEN, tail);
     if (rc == 0)
         ff2_cache_rewritten(f, fr, n);
     else
@@ -439,21 +456,28 @@ fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t 
                          fresh, 0};
 }
 
+/* Memory takes a footer without journal at tail, the file cut after it. */
+static void ff2_settled(ff_file *f, uint64_t tail, uint64_t fresh)
+{
+    f->v2.seq++, f->v2.disk_fresh = fresh, f->v2.eof = tail + FMT2_FOOTER_LEN,
+    f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0, f->v2.tail = tail;
+}
+
 /* Drops the journal: the footer goes right after the slots again. */
 int ff2_settle(ff_file *f, uint64_t size, uint64_t tail, uint64_t fresh)
 {
     fmt2_footer ft = ff2_footer(f, size, tail, 0, 0, fresh);
     int rc = fmt2_footer_put(f->fd, tail, &ft, f->v2.eof);
     if (rc == 0)
-        f->v2.seq++, f->v2.disk_fresh = fresh, f->v2.eof = tail + FMT2_FOOTER_LEN,
-        f->v2.j_off = f->v2.j_len = 0, f->v2.footerless = 0, f->v2.paired = 0,
-        f->v2.tail = tail;
+        ff2_settled(f, tail, fresh);
     return rc;
 }
 
-/* The footer is the commit point of blocks rewritten in place: journal, footer, [sync],
- * slots. A shrinking commit puts both after the old footer, whose state stays whole until
- * the new footer exists; it then settles the footer back behind the slots. */
+/* The journal is the commit point of blocks rewritten in place: journal and footer in one
+ * write, [sync], slots. A shrinking commit puts both after the old footer, whose state
+ * stays whole until the new footer exists; it then settles the footer back behind the
+ * slots. A commit that syncs nothing settles with the slots: the footer that drops its
+ * journal goes out in the last slot's write (FORMAT.md 11.1 step 6.7). */
 static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
 {
     uint32_t n_j;
@@ -461,15 +485,14 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
     if (!e)
         return -ENOMEM;
-    uint64_t at = t->shrink ? (f->v2.eof > t->tail ? f->v2.eof : t->tail) : t->tail, jlen = 0;
-    int rc = ff2_reserve_slots(f, e, n_j);
-    if (rc == 0)
-        rc = ff2_write_journal(f, e, n_j, at, &jlen);
-    free(e);
+    uint64_t at = t->shrink ? (f->v2.eof > t->tail ? f->v2.eof : t->tail) : t->tail;
+    uint64_t jlen = fmt2_journal_len(e, n_j);
     int sync = t->durable || promised;
     fmt2_footer ft = ff2_footer(f, t->size, t->tail, at, jlen, t->fresh_pre);
+    int rc = ff2_reserve_slots(f, e, n_j);
     if (rc == 0)
-        rc = fmt2_footer_put(f->fd, at + jlen, &ft, f->v2.eof);
+        rc = ff2_write_journal(f, e, n_j, at, &ft);
+    free(e);
     if (rc == 0)                       /* from here the journal is the commit: a failure
                                           leaves its slots to be redone, never rolled back */
         f->v2.seq++, f->v2.disk_fresh = ft.fresh, f->v2.eof = at + jlen + FMT2_FOOTER_LEN,
@@ -478,17 +501,30 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
         f->v2.jp_tail = t->tail, f->v2.paired = 0;
     if (rc == 0 && sync)
         rc = ff2_sync_for(f, t->durable);
-    if (rc == 0)
-        rc = ff2_write_in_place(f, fr, t->n, t->tail);
-    if (rc == 0 && sync)
-        f->v2.j_live = 1;              /* the slots may still be in the page cache only */
     /* An unsynced journal protects nothing once its slots are written: drop it at once, so
      * the next open has nothing to compare. A synced one stays until the next commit's
      * sync, unless it is large. A shrink syncs first: its footer goes where a dropped block
      * began, which the old footer may still name after a machine crash. It syncs after the
      * cut too: until the cut is on the disk the dropped slots are still there, whole, and a
      * later commit whose journal a power loss takes would have the walk bring them back. */
-    if (rc == 0 && (t->shrink || !sync || jlen > FF2_JOURNAL_KEEP(f->bs))) {
+    int settle = t->shrink || !sync || jlen > FF2_JOURNAL_KEEP(f->bs);
+    int with_slots = settle && !sync && !t->shrink && !f->v2.j_live;
+    uint8_t settled[FMT2_FOOTER_LEN];
+    if (with_slots) {
+        fmt2_footer st = ff2_footer(f, t->size, t->tail, 0, 0, t->fresh);
+        fmt2_footer_encode(&st, settled);
+    }
+    if (rc == 0)
+        rc = ff2_write_in_place(f, fr, t->n, t->tail, with_slots ? settled : NULL);
+    if (rc == 0 && sync)
+        f->v2.j_live = 1;              /* the slots may still be in the page cache only */
+    if (rc == 0 && with_slots) {
+        uint64_t end = t->tail + FMT2_FOOTER_LEN;
+        if (f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)
+            rc = -errno;
+        else
+            ff2_settled(f, t->tail, t->fresh);
+    } else if (rc == 0 && settle) {
         if (f->v2.j_live || t->shrink)
             rc = ff2_sync(f);
         if (rc == 0)

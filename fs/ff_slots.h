@@ -47,11 +47,14 @@ fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_ou
                           int *promised);
 /* Reserves the space the entries' new frames need in their slots. */
 int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n);
-/* Writes the journal of the entries at at (seq + 1); *len: its length. */
+/* Writes the journal of the entries at at (seq + 1) and the footer ft right after it, in
+ * one write, and cuts the file after the footer. */
 int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
-                      uint64_t *len);
-/* Rewrites the slots of the blocks fr rewrites in place, reads held off. */
-int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail);
+                      const fmt2_footer *ft);
+/* Rewrites the slots of the blocks fr rewrites in place, reads held off; then footer (an
+ * encoded footer, or NULL) at tail, in the last slot's write when that slot is rewritten. */
+int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail,
+                       const uint8_t *footer);
 /* The footer of the next commit (seq + 1). */
 fmt2_footer ff2_footer(const ff_file *f, uint64_t size, uint64_t tail, uint64_t j_off,
                        uint64_t j_len, uint64_t fresh);

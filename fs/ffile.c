@@ -280,6 +280,15 @@ int ff_set_times(ff_file *f, const struct timespec tv[2])
     int rc = ff_lock(f);
     if (rc < 0)
         return rc;
+    /* The kernel's writeback cache sends the mtime alone at every close of a writer: an own
+     * file keeps it in memory, as after a commit, and its release puts it back (one system
+     * call less per close). A foreign file's mtime is the backing file's own. */
+    if (tv[0].tv_nsec == UTIME_OMIT && tv[1].tv_nsec != UTIME_OMIT && !f->foreign &&
+        !f->env->opt.read_only) {
+        f->mtime = tv[1], f->mtime_stale = 1;
+        pthread_mutex_unlock(&f->lock);
+        return 0;
+    }
     if (tv[1].tv_nsec != UTIME_OMIT)
         f->mtime = tv[1], f->mtime_stale = 0;
     rc = futimens(f->fd, tv) < 0 ? -errno : 0;

@@ -124,7 +124,7 @@ static int fmt2_write_hole(int fd, uint32_t bs, uint64_t at, uint32_t len, uint3
  * from there on are holes already). */
 static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
                          uint32_t frame_len, uint32_t len, uint32_t zsum, uint64_t end,
-                         const uint8_t *marker, uint64_t holes_from)
+                         const uint8_t *marker, uint64_t holes_from, const uint8_t *footer)
 {
     uint64_t at = fmt2_slot_off(bs, i);
     uint8_t tail[FMT2_HOLE_TAIL + 8];
@@ -139,14 +139,17 @@ static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
         fmt2_pad_header(tail + tail_len, end - fend);
         tail_len += 8;
     }
+    int with_footer = footer && frame && end == fend;
     if (rc == 0 && frame) {            /* marker, frame and padding header: one write */
-        struct iovec v[3];
+        struct iovec v[4];
         int nv = 0;
         if (marker && i == 0)
             v[nv++] = (struct iovec){(void *)marker, FMT_MARKER_LEN};
         v[nv++] = (struct iovec){(void *)frame, frame_len};
         if (tail_len)
             v[nv++] = (struct iovec){tail, tail_len};
+        if (with_footer)
+            v[nv++] = (struct iovec){(void *)footer, FMT2_FOOTER_LEN};
         rc = fmt_pwritev_all(fd, v, nv, at - (marker && i == 0 ? FMT_MARKER_LEN : 0));
     } else if (rc == 0 && tail_len) {
         rc = fmt_pwrite_all(fd, tail, tail_len, fend - FMT2_HOLE_TAIL);
@@ -154,19 +157,21 @@ static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
     uint64_t stop = holes_from && holes_from < end ? holes_from : end;
     if (rc == 0 && stop > fend + 8)
         fmt_punch(fd, fend + 8, stop - fend - 8);
+    if (rc == 0 && footer && !with_footer)
+        rc = fmt_pwrite_all(fd, footer, FMT2_FOOTER_LEN, end);
     return rc;
 }
 
 int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                     uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker)
 {
-    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, zsum, end, marker, 0);
+    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, zsum, end, marker, 0, NULL);
 }
 
 int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
-                      uint32_t len, uint64_t end, uint64_t holes_from)
+                      uint32_t len, uint64_t end, uint64_t holes_from, const uint8_t *footer)
 {
-    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, 0, end, NULL, holes_from);
+    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, 0, end, NULL, holes_from, footer);
 }
 
 /* Whole-block holes [a, b), each followed by a slot: between block i's data and block

@@ -105,11 +105,14 @@ fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
 int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                     uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker);
 /* The same for a frame (not a hole) rewritten in place, when the pages of slot i from
- * holes_from on (a page boundary) are known to be holes already: punching them again, or
- * reserving what is allocated, would change the backing file's metadata, which makes the
- * next fdatasync a journal commit of the backing filesystem. */
+ * holes_from (a page boundary) on are known to be holes already (0: none known): punching
+ * them again, or reserving what is allocated, would change the backing file's metadata,
+ * which makes the next fdatasync a journal commit of the backing filesystem. footer, when
+ * not NULL, is the encoded footer (FMT2_FOOTER_LEN bytes) that goes at end, after the slot:
+ * in the same write when the frame reaches end, so a system call is saved and the kernel
+ * copies it after the frame. */
 int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
-                      uint32_t len, uint64_t end, uint64_t holes_from);
+                      uint32_t len, uint64_t end, uint64_t holes_from, const uint8_t *footer);
 /* Writes whole-block holes in slots [a, b), each followed by another slot. From a's slot on
  * the file must read as zeros already (the caller zeroes old bytes there first). runs 0
  * (version 2): one write of the bytes between two blocks' data per block. runs 1 (version
