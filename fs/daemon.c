@@ -857,6 +857,9 @@ static int dm_mount(struct fs_daemon *dm)
     if (fuse_session_mount(dm->se, dm->mountpoint) != 0)
         return dm_fail(dm, "cannot mount on %s", dm->mountpoint);
     dm->mounted = 1;
+    if (op_io_install(&dm->fs) != 0)
+        lg_printf(dm->fs.log, LG_INFO, "the kernel checks set-id bits before every write: "
+                  "libfuse refused the session's own I/O");
     return 0;
 }
 

@@ -22,6 +22,14 @@
 #include "log.h"
 #include "sizes.h"
 
+/* Where the session's I/O hooks are (ops_io.c). */
+typedef enum {
+    OP_IO_OFF,                         /* no hooks: libfuse reads and writes itself */
+    OP_IO_WAIT_INIT,                   /* hooks on, INIT not seen yet */
+    OP_IO_INIT_OFFERED,                /* the kernel offered KILLPRIV_V2; INIT not answered */
+    OP_IO_DONE                         /* INIT answered: every request passes untouched */
+} op_io_state;
+
 /* What the handlers share; the daemon owns every member and passes this as userdata. */
 struct op_fs {
     const char *backing;               /* absolute path of the backing directory, for logs */
@@ -50,7 +58,17 @@ struct op_fs {
     int direct_writes;                 /* new content is written past the page cache
                                           (ops_direct.c; -o nodirect_writes turns it off) */
     _Atomic uint64_t direct_opens;     /* handles opened so (counter direct_opens) */
+    op_io_state io_state;              /* ops_io.c; only the session's I/O hooks touch it,
+                                          and INIT is answered before any other request */
+    uint64_t init_unique;              /* the INIT request being answered */
+    atomic_int killpriv;               /* the kernel leaves set-id bits to the daemon
+                                          (FUSE_HANDLE_KILLPRIV_V2; counter killpriv) */
 };
+
+/* Takes over the session's reads and writes of /dev/fuse (after fuse_session_mount, before
+ * the loop) to claim FUSE_HANDLE_KILLPRIV_V2 where the kernel offers it (ops_io.c). 0, or
+ * libfuse's error (the session then runs as before). */
+int op_io_install(struct op_fs *fs);
 
 /* Lets open files close idle backing descriptors (ff_options.fd_max) and reopen them by
  * handle through fs's inode table; once fs->env and fs->tab are set. */

@@ -61,11 +61,12 @@ void op_direct_written(struct op_fs *fs, fuse_ino_t ino, struct in_inode *n, off
 }
 
 /* A write(2) through the page cache has the kernel clear the set-user-ID bit (and a
- * group-executable set-group-ID bit) of a file written by an unprivileged caller; a direct
- * write leaves it to the filesystem, with a request flag that libfuse 3.14 does not pass on.
- * So the daemon clears them for every caller but root (the holder of CAP_FSETID in
- * practice) and has the kernel forget the mode it cached. */
-int op_direct_kill_privs(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n)
+ * group-executable set-group-ID bit) of a file written by an unprivileged caller, unless the
+ * daemon took that over (ops_io.c); a direct write, a truncation or an fallocate that the
+ * kernel leaves to the filesystem comes with a request flag that libfuse 3.14 does not pass
+ * on. So the daemon clears them for every caller but root (the holder of CAP_FSETID in
+ * practice). */
+int op_kill_privs(struct op_fs *fs, fuse_req_t req, struct in_inode *n)
 {
     if (fuse_req_ctx(req)->uid == 0)
         return 0;
@@ -75,11 +76,16 @@ int op_direct_kill_privs(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struc
     struct stat st;
     int rc = fstat(fd, &st) < 0 ? -errno : 0;
     mode_t kill = S_ISUID | ((st.st_mode & S_IXGRP) ? S_ISGID : 0);
-    if (rc == 0 && (st.st_mode & kill)) {
-        rc = fchmod(fd, st.st_mode & 07777 & ~kill) < 0 ? -errno : 0;
-        if (rc == 0)
-            fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-    }
+    if (rc == 0 && (st.st_mode & kill))
+        rc = fchmod(fd, st.st_mode & 07777 & ~kill) < 0 ? -errno : 1;
     close(fd);
     return rc;
+}
+
+int op_kill_privs_notify(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n)
+{
+    int rc = op_kill_privs(fs, req, n);
+    if (rc == 1)
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+    return rc < 0 ? rc : 0;
 }

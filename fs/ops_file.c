@@ -53,7 +53,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
-    int err = op_log(fs, "open", n, NULL, op_open_inode(fs, n, fi));
+    /* an open that truncates (FUSE_CAP_ATOMIC_O_TRUNC) clears the set-id bits as a
+     * truncation does, where the kernel left that to the daemon */
+    int err = (fi->flags & O_TRUNC) && atomic_load(&fs->killpriv)
+                  ? op_kill_privs_notify(fs, req, ino, n) : 0;
+    if (!err)
+        err = op_open_inode(fs, n, fi);
+    err = op_log(fs, "open", n, NULL, err);
     if (err)
         fuse_reply_err(req, -err);
     else
@@ -99,13 +105,15 @@ static int op_install_new(struct op_fs *fs, ff_file *f, int fd, struct fuse_entr
 
 /* A name that already exists (create without O_EXCL racing another creator) is opened as
  * it is, never turned into a new empty file. */
-static int op_create_existing(struct op_fs *fs, int dirfd, const char *name,
+static int op_create_existing(struct op_fs *fs, fuse_req_t req, int dirfd, const char *name,
                               struct fuse_entry_param *e, struct fuse_file_info *fi)
 {
     int err = op_entry(fs, dirfd, name, e);
     if (err)
         return err;
     struct in_inode *n = in_get(fs->tab, e->ino);
+    if ((fi->flags & O_TRUNC) && atomic_load(&fs->killpriv) && op_kill_privs(fs, req, n) == 1)
+        e->attr.st_mode &= ~(mode_t)(S_ISUID | ((e->attr.st_mode & S_IXGRP) ? S_ISGID : 0));
     err = op_open_inode(fs, n, fi);
     if (err) {
         op_forget_one(fs, n, 1);
@@ -122,7 +130,7 @@ static int op_create_file(struct op_fs *fs, fuse_req_t req, int dirfd, const cha
     int fd = openat(dirfd, name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
                     mode & 07777);
     if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL))
-        return op_create_existing(fs, dirfd, name, e, fi);
+        return op_create_existing(fs, req, dirfd, name, e, fi);
     if (fd < 0)
         return -errno;
     int err = op_give_to_caller(fs, req, dirfd, name, mode);
@@ -192,7 +200,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
     int direct = op_handle_direct(fi);
-    int err = direct ? op_direct_kill_privs(fs, req, ino, n) : 0;
+    /* every write but the page cache's write-back: direct handles, O_DIRECT, and the
+     * kernel's write-through of a set-id file when the daemon took that over (ops_io.c) */
+    int err = fi->writepage ? 0 : op_kill_privs_notify(fs, req, ino, n);
     err = op_log(fs, "write", n, NULL, err ? err : ff_write(op_file(fi), buf, size, off));
     if (!err && direct)
         op_direct_written(fs, ino, n, off, size);
@@ -260,9 +270,12 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
                          struct fuse_file_info *fi)
 {
     struct op_fs *fs = op_fs(req);
-    int err = ff_fallocate(op_file(fi), mode, offset, length);
+    struct in_inode *n = in_get(fs->tab, ino);
+    int err = atomic_load(&fs->killpriv) ? op_kill_privs_notify(fs, req, ino, n) : 0;
+    if (!err)
+        err = ff_fallocate(op_file(fi), mode, offset, length);
     if (err != -EOPNOTSUPP)
-        err = op_log(fs, "fallocate", in_get(fs->tab, ino), NULL, err);
+        err = op_log(fs, "fallocate", n, NULL, err);
     fuse_reply_err(req, -err);
 }
 

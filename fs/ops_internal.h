@@ -82,8 +82,15 @@ void op_cache_release(struct in_inode *n, int direct);
  * request answered to drop a page): the pages it covered, if any cached handle is open. */
 void op_direct_written(struct op_fs *fs, fuse_ino_t ino, struct in_inode *n, off_t off,
                        size_t len);
-/* Before a write through a direct handle: the set-id bits such a write clears. */
-int op_direct_kill_privs(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n);
+/* Clears the set-id bits that a write, truncation or fallocate by the caller of req clears
+ * (the set-user-ID bit, and the set-group-ID bit of a group-executable file), for every
+ * caller but root; 1 when it cleared one (the kernel's cached mode is then stale), 0, or
+ * -errno. */
+int op_kill_privs(struct op_fs *fs, fuse_req_t req, struct in_inode *n);
+/* The same where the kernel left it to the daemon (ops_io.c): for a request that changes a
+ * file's content or size other than through the page cache's write-back; the kernel
+ * forgets the attributes it cached when a bit went. */
+int op_kill_privs_notify(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n);
 
 /* ops_xattr.c */
 unsigned op_xattr_bit(const char *name);   /* a remembered attribute's bit, or 0 */

@@ -5,7 +5,8 @@
 # which stay cached (`>>`, O_RDWR, a reader already open, -o nodirect_writes); content read
 # back through the mount and by the stock lz4 -d; cached readers and a shared mapping opened
 # while a direct writer writes see every byte, and so do cached opens after it; the
-# set-user-ID and set-group-ID bits that a write by another user clears.
+# set-user-ID and set-group-ID bits that a write by another user clears, through direct
+# handles and, where the daemon took that over from the kernel, through the page cache.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 SYSPY=/usr/bin/python3
@@ -125,6 +126,55 @@ os.write(fd, b"root writes")
 os.close(fd)
 PY
 check_eq "root's direct write keeps set-user-ID" 4755 "$(stat -c %a "$MNT/setid3")"
+
+# ---- the same through the page cache. Where the kernel leaves set-id bits and capabilities
+# to the daemon (FUSE_HANDLE_KILLPRIV_V2, fs/ops_io.c: stats killpriv=1) it no longer clears
+# them itself, so each way another user changes a file's content or size must.
+check_eq "the kernel leaves set-id bits to the daemon (Linux 5.11 and later)" 1 \
+    "$(stat_of "$(stats "$MNT")" killpriv)"
+cached_setid() {
+    local f
+    for f in write append trunc otrunc falloc sgid root; do
+        printf 'data\n' >"$MNT/c_$f" && chmod 6777 "$MNT/c_$f" || return 1
+    done
+    chmod 2767 "$MNT/c_sgid"
+    chmod 4755 "$MNT/c_root"
+    stat "$MNT"/c_* >/dev/null         # the kernel caches their modes first
+    as_uid 65534 "$SYSPY" - "$MNT" <<'PY' || return 1
+import os, sys
+m = sys.argv[1]
+fd = os.open(m + "/c_write", os.O_WRONLY); os.pwrite(fd, b"x", 2); os.close(fd)
+fd = os.open(m + "/c_append", os.O_RDWR | os.O_APPEND); os.write(fd, b"y" * 100); os.close(fd)
+os.truncate(m + "/c_trunc", 2)
+fd = os.open(m + "/c_otrunc", os.O_WRONLY | os.O_TRUNC); os.write(fd, b"z"); os.close(fd)
+fd = os.open(m + "/c_falloc", os.O_WRONLY); os.posix_fallocate(fd, 0, 10000); os.close(fd)
+fd = os.open(m + "/c_sgid", os.O_WRONLY); os.pwrite(fd, b"x", 2); os.close(fd)
+PY
+    "$SYSPY" -c "import os; fd = os.open('$MNT/c_root', os.O_RDWR); os.pwrite(fd, b'r', 0); os.close(fd)"
+}
+check "another user's cached writes, truncations and fallocate" cached_setid
+for f in write append trunc otrunc falloc; do
+    check_eq "... c_$f lost set-user-ID and set-group-ID" 777 "$(stat -c %a "$MNT/c_$f")"
+    check_eq "... and so did its backing file" 777 "$(stat -c %a "$BACKING/c_$f")"
+done
+check_eq "... a set-group-ID bit without group execute stays" 2767 "$(stat -c %a "$MNT/c_sgid")"
+check_eq "... root's cached write keeps set-user-ID" 4755 "$(stat -c %a "$MNT/c_root")"
+check_eq "... and every byte was written" "dax" "$(head -c 3 "$MNT/c_write")"
+caps() {
+    "$SYSPY" - "$1" "$2" <<'PY'
+import os, struct, sys
+if sys.argv[2] == "set":
+    os.setxattr(sys.argv[1], "security.capability", struct.pack("<5I", 0x02000001, 1 << 10, 0, 0, 0))
+try:
+    print(os.getxattr(sys.argv[1], "security.capability").hex())
+except OSError as e:
+    print("none" if e.errno == 61 else e)
+PY
+}
+printf 'binary\n' >"$MNT/c_cap" && chmod 777 "$MNT/c_cap"
+check_eq "a capability set on a file" 0100000200040000000000000000000000000000 "$(caps "$MNT/c_cap" set)"
+check "another user appends to it" as_uid 65534 sh -c "printf more >>'$MNT/c_cap'"
+check_eq "... and the capability is gone once the file is closed" none "$(caps "$MNT/c_cap" get)"
 
 check "unmount" umount_store
 check "mount again" mount_store
