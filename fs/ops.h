@@ -58,9 +58,9 @@ struct op_fs {
     int direct_writes;                 /* new content is written past the page cache
                                           (ops_direct.c; -o nodirect_writes turns it off) */
     _Atomic uint64_t direct_opens;     /* handles opened so (counter direct_opens) */
-    op_io_state io_state;              /* ops_io.c; only the session's I/O hooks touch it,
-                                          and INIT is answered before any other request */
-    uint64_t init_unique;              /* the INIT request being answered */
+    atomic_int io_state;               /* op_io_state (ops_io.c): every worker's hooks read
+                                          it, the one answering INIT writes it */
+    _Atomic uint64_t init_unique;      /* the INIT request being answered */
     atomic_int killpriv;               /* the kernel leaves set-id bits to the daemon
                                           (FUSE_HANDLE_KILLPRIV_V2; counter killpriv) */
 };

@@ -28,17 +28,17 @@ static ssize_t op_io_read(int fd, void *buf, size_t len, void *userdata)
 {
     struct op_fs *fs = userdata;
     ssize_t n = read(fd, buf, len);
-    if (fs->io_state != OP_IO_WAIT_INIT ||
+    if (atomic_load(&fs->io_state) != OP_IO_WAIT_INIT ||
         n < (ssize_t)(sizeof(struct fuse_in_header) + offsetof(struct fuse_init_in, flags) + 4))
         return n;
     const struct fuse_in_header *h = buf;
     struct fuse_init_in in;
     memcpy(&in, h + 1, offsetof(struct fuse_init_in, flags) + 4);
     if (h->opcode == FUSE_INIT && (in.flags & FUSE_HANDLE_KILLPRIV_V2)) {
-        fs->init_unique = h->unique;
-        fs->io_state = OP_IO_INIT_OFFERED;
+        atomic_store(&fs->init_unique, h->unique);
+        atomic_store(&fs->io_state, OP_IO_INIT_OFFERED);
     } else if (h->opcode == FUSE_INIT) {
-        fs->io_state = OP_IO_DONE;     /* an older kernel: it checks and clears itself */
+        atomic_store(&fs->io_state, OP_IO_DONE); /* an older kernel checks and clears itself */
     }
     return n;
 }
@@ -55,18 +55,18 @@ static ssize_t op_io_init_reply(struct op_fs *fs, int fd, const struct iovec *io
     ssize_t n = writev(fd, v, 2);
     if (n >= 0)
         atomic_store(&fs->killpriv, 1);
-    fs->io_state = OP_IO_DONE;
+    atomic_store(&fs->io_state, OP_IO_DONE);
     return n;
 }
 
 static ssize_t op_io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     struct op_fs *fs = userdata;
-    if (fs->io_state == OP_IO_INIT_OFFERED && count == 2 &&
+    if (atomic_load(&fs->io_state) == OP_IO_INIT_OFFERED && count == 2 &&
         iov[0].iov_len == sizeof(struct fuse_out_header) &&
         iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4) {
         const struct fuse_out_header *h = iov[0].iov_base;
-        if (h->unique == fs->init_unique && h->error == 0)
+        if (h->unique == atomic_load(&fs->init_unique) && h->error == 0)
             return op_io_init_reply(fs, fd, iov);
     }
     return writev(fd, iov, count);
@@ -75,9 +75,9 @@ static ssize_t op_io_writev(int fd, struct iovec *iov, int count, void *userdata
 int op_io_install(struct op_fs *fs)
 {
     static const struct fuse_custom_io io = {.read = op_io_read, .writev = op_io_writev};
-    fs->io_state = OP_IO_WAIT_INIT;
+    atomic_store(&fs->io_state, OP_IO_WAIT_INIT);
     int rc = fuse_session_custom_io(fs->se, &io, fuse_session_fd(fs->se));
     if (rc != 0)
-        fs->io_state = OP_IO_DONE;
+        atomic_store(&fs->io_state, OP_IO_DONE);
     return rc;
 }
