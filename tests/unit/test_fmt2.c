@@ -902,6 +902,48 @@ static void test_holes_sparse(void **state)
     unlink(path);
 }
 
+/* A slot rewritten in place with the footer that follows it: in the frame's own write when
+ * the frame reaches the slot's end, else after the padding, at the end; either way the
+ * bytes are those of separate writes. */
+static void rewrite_with_footer(uint32_t gap)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    marker(fd);
+    uint8_t *a = make_data(1000, 0, 3), *b = make_data(3000, 0, 4);
+    uint8_t *fa = malloc(1000 + FMT2_FRAME_OVERHEAD), *fb = malloc(3000 + FMT2_FRAME_OVERHEAD);
+    size_t la = encode(fa, a, 1000), lb = encode(fb, b, 3000);
+    uint64_t at = fmt2_slot_off(BS, 0);
+    assert_int_equal(fmt2_write_slot(fd, BS, 0, fa, (uint32_t)la, 1000, 0, at + la, NULL), 0);
+    fmt2_footer ft = {3000, 1, at + lb + gap, 0, 0, 7, 1, 0}, got;
+    uint8_t enc[FMT2_FOOTER_LEN], back[FMT2_FOOTER_LEN];
+    fmt2_footer_encode(&ft, enc);
+    assert_int_equal(fmt2_rewrite_slot(fd, BS, 0, fb, (uint32_t)lb, 3000, at + lb + gap, 0, enc), 0);
+    assert_int_equal(file_len(fd), at + lb + gap + FMT2_FOOTER_LEN);
+    size_t first = gap ? 8 : FMT2_FOOTER_LEN;
+    assert_int_equal(pread(fd, back, first, (off_t)(at + lb)), (ssize_t)first);
+    if (gap) {                         /* the padding header, then the footer at the end */
+        assert_int_equal(fmt_get32(back), FMT_SKIP_PAD);
+        assert_int_equal(fmt_get32(back + 4), gap - 8);
+        assert_int_equal(pread(fd, back, FMT2_FOOTER_LEN, (off_t)(at + lb + gap)), FMT2_FOOTER_LEN);
+    }
+    assert_memory_equal(back, enc, FMT2_FOOTER_LEN);
+    assert_int_equal(fmt2_footer_read(fd, file_len(fd), BS, &got), FMT_OK);
+    assert_int_equal(got.size, 3000);
+    assert_int_equal(got.tail, at + lb + gap);
+    scan_expect(fd, 1, 1, 3000, at + lb, 0);
+    free(a), free(b), free(fa), free(fb);
+    close(fd);
+    unlink(path);
+}
+
+static void test_rewrite_slot_footer(void **state)
+{
+    (void)state;
+    rewrite_with_footer(0);
+    rewrite_with_footer(100);
+}
+
 /* A file of n blocks, all holes, written with hole runs (version 3): runs of 64, 64 and
  * n - 129 blocks, then the partial last block as a hole of its own. Returns its length. */
 static uint64_t runs_file(int fd, uint64_t n, uint32_t last)
@@ -1339,6 +1381,7 @@ int main(void)
         cmocka_unit_test(test_scan_bad_blocks),
         cmocka_unit_test(test_holes_sparse),
         cmocka_unit_test(test_hole_runs),
+        cmocka_unit_test(test_rewrite_slot_footer),
         cmocka_unit_test(test_hole_runs_damaged),
         cmocka_unit_test(test_pair_both_journals),
         cmocka_unit_test(test_pair_newer_lost),
