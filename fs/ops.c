@@ -658,8 +658,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     int err = op_setattr_inode(fs, n, attr, to_set, fi);
     /* a truncation by another caller than root clears the set-id bits where the kernel
      * left that to the daemon (ops_io.c); the reply carries the new mode */
-    if (!err && (to_set & FUSE_SET_ATTR_SIZE) && atomic_load(&fs->killpriv)) {
-        int killed = op_kill_privs(fs, req, n);
+    if (!err && (to_set & FUSE_SET_ATTR_SIZE)) {
+        int killed = op_kill_privs(fs, req, n, NULL, OP_KILL_RESIZE);
         err = killed < 0 ? killed : 0;
     }
     if (!err)

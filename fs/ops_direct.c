@@ -66,25 +66,44 @@ void op_direct_written(struct op_fs *fs, fuse_ino_t ino, struct in_inode *n, off
  * kernel leaves to the filesystem comes with a request flag that libfuse 3.14 does not pass
  * on. So the daemon clears them for every caller but root (the holder of CAP_FSETID in
  * practice). */
-int op_kill_privs(struct op_fs *fs, fuse_req_t req, struct in_inode *n)
+mode_t op_kill_mask(mode_t mode)
 {
-    if (fuse_req_ctx(req)->uid == 0)
-        return 0;
+    return S_ISUID | ((mode & S_IXGRP) ? S_ISGID : 0);
+}
+
+static int op_kill_bits(struct op_fs *fs, struct in_inode *n, ff_file *f)
+{
+    struct stat st;
+    /* a writer's own descriptor answers the common case (no set-id bit) in one fstat */
+    int rc = f ? ff_fstat(f, &st) : 0;
+    if (rc < 0 || (f && !(st.st_mode & op_kill_mask(st.st_mode))))
+        return rc;
     int fd = op_meta_fd(fs, n);
     if (fd < 0)
         return fd;
-    struct stat st;
-    int rc = fstat(fd, &st) < 0 ? -errno : 0;
-    mode_t kill = S_ISUID | ((st.st_mode & S_IXGRP) ? S_ISGID : 0);
+    rc = fstat(fd, &st) < 0 ? -errno : 0;
+    mode_t kill = op_kill_mask(st.st_mode);
     if (rc == 0 && (st.st_mode & kill))
         rc = fchmod(fd, st.st_mode & 07777 & ~kill) < 0 ? -errno : 1;
     close(fd);
     return rc;
 }
 
-int op_kill_privs_notify(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n)
+int op_kill_privs(struct op_fs *fs, fuse_req_t req, struct in_inode *n, ff_file *f,
+                  enum op_kill_cause cause)
 {
-    int rc = op_kill_privs(fs, req, n);
+    /* the kernel clears the bits itself on a resize unless the daemon took that over */
+    if (cause == OP_KILL_RESIZE && !atomic_load(&fs->killpriv))
+        return 0;
+    if (fuse_req_ctx(req)->uid == 0)
+        return 0;
+    return op_kill_bits(fs, n, f);
+}
+
+int op_kill_privs_notify(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n,
+                         ff_file *f, enum op_kill_cause cause)
+{
+    int rc = op_kill_privs(fs, req, n, f, cause);
     if (rc == 1)
         fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
     return rc < 0 ? rc : 0;

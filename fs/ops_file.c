@@ -55,8 +55,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     struct in_inode *n = in_get(fs->tab, ino);
     /* an open that truncates (FUSE_CAP_ATOMIC_O_TRUNC) clears the set-id bits as a
      * truncation does, where the kernel left that to the daemon */
-    int err = (fi->flags & O_TRUNC) && atomic_load(&fs->killpriv)
-                  ? op_kill_privs_notify(fs, req, ino, n) : 0;
+    int err = (fi->flags & O_TRUNC)
+                  ? op_kill_privs_notify(fs, req, ino, n, NULL, OP_KILL_RESIZE) : 0;
     if (!err)
         err = op_open_inode(fs, n, fi);
     err = op_log(fs, "open", n, NULL, err);
@@ -112,8 +112,8 @@ static int op_create_existing(struct op_fs *fs, fuse_req_t req, int dirfd, const
     if (err)
         return err;
     struct in_inode *n = in_get(fs->tab, e->ino);
-    if ((fi->flags & O_TRUNC) && atomic_load(&fs->killpriv) && op_kill_privs(fs, req, n) == 1)
-        e->attr.st_mode &= ~(mode_t)(S_ISUID | ((e->attr.st_mode & S_IXGRP) ? S_ISGID : 0));
+    if ((fi->flags & O_TRUNC) && op_kill_privs(fs, req, n, NULL, OP_KILL_RESIZE) == 1)
+        e->attr.st_mode &= ~op_kill_mask(e->attr.st_mode);
     err = op_open_inode(fs, n, fi);
     if (err) {
         op_forget_one(fs, n, 1);
@@ -202,7 +202,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     int direct = op_handle_direct(fi);
     /* every write but the page cache's write-back: direct handles, O_DIRECT, and the
      * kernel's write-through of a set-id file when the daemon took that over (ops_io.c) */
-    int err = fi->writepage ? 0 : op_kill_privs_notify(fs, req, ino, n);
+    int err = fi->writepage ? 0
+                            : op_kill_privs_notify(fs, req, ino, n, op_file(fi), OP_KILL_WRITE);
     err = op_log(fs, "write", n, NULL, err ? err : ff_write(op_file(fi), buf, size, off));
     if (!err && direct)
         op_direct_written(fs, ino, n, off, size);
@@ -271,7 +272,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 {
     struct op_fs *fs = op_fs(req);
     struct in_inode *n = in_get(fs->tab, ino);
-    int err = atomic_load(&fs->killpriv) ? op_kill_privs_notify(fs, req, ino, n) : 0;
+    int err = op_kill_privs_notify(fs, req, ino, n, op_file(fi), OP_KILL_RESIZE);
     if (!err)
         err = ff_fallocate(op_file(fi), mode, offset, length);
     if (err != -EOPNOTSUPP)

@@ -83,14 +83,18 @@ void op_cache_release(struct in_inode *n, int direct);
 void op_direct_written(struct op_fs *fs, fuse_ino_t ino, struct in_inode *n, off_t off,
                        size_t len);
 /* Clears the set-id bits that a write, truncation or fallocate by the caller of req clears
- * (the set-user-ID bit, and the set-group-ID bit of a group-executable file), for every
- * caller but root; 1 when it cleared one (the kernel's cached mode is then stale), 0, or
- * -errno. */
-int op_kill_privs(struct op_fs *fs, fuse_req_t req, struct in_inode *n);
-/* The same where the kernel left it to the daemon (ops_io.c): for a request that changes a
- * file's content or size other than through the page cache's write-back; the kernel
- * forgets the attributes it cached when a bit went. */
-int op_kill_privs_notify(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n);
+ * (the set-user-ID bit, and the set-group-ID bit of a group-executable file: op_kill_mask),
+ * for every caller but root; 1 when it cleared one (the kernel's cached mode is then stale),
+ * 0, or -errno. A write (other than the page cache's write-back) always asks; a resize
+ * (truncation, O_TRUNC open, fallocate) only where the kernel left it to the daemon
+ * (ops_io.c). f: the file's open state when the caller holds one, else NULL. */
+enum op_kill_cause { OP_KILL_WRITE, OP_KILL_RESIZE };
+mode_t op_kill_mask(mode_t mode);
+int op_kill_privs(struct op_fs *fs, fuse_req_t req, struct in_inode *n, ff_file *f,
+                  enum op_kill_cause cause);
+/* The same, and the kernel forgets the attributes it cached when a bit went. */
+int op_kill_privs_notify(struct op_fs *fs, fuse_req_t req, fuse_ino_t ino, struct in_inode *n,
+                         ff_file *f, enum op_kill_cause cause);
 
 /* ops_xattr.c */
 unsigned op_xattr_bit(const char *name);   /* a remembered attribute's bit, or 0 */
