@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "fmt.h"
+#include "fmt2.h"
 
 /* ---- the commit ---- */
 
@@ -109,19 +110,20 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
                               : p->full && ff_tail_wanted(f, i) ? FF_JOB_TAIL
                                                                  : p->n_jobs++;
     }
-    p->comp = malloc((size_t)(p->n_jobs ? p->n_jobs : 1) * p->comp_stride);
+    p->comp = malloc((size_t)(p->n_jobs ? p->n_jobs : 1) * p->comp_step);
     if (!p->comp)
         return -ENOMEM;
     /* Outputs in flight count against the same budget as dirty blocks, so that many
      * streaming writers commit (and wait) before memory outgrows mem_mb. */
-    p->comp_bytes = (uint64_t)p->n_jobs * p->comp_stride;
+    p->comp_bytes = (uint64_t)p->n_jobs * p->comp_step;
     f->env->dirty_bytes += p->comp_bytes;
     for (uint64_t i = p->s; i < p->end; i++) {
         uint32_t j = p->job_at[i - p->s];
         if (j < p->n_jobs)
             p->jobs[j] = (eng_job){
                 .src = f->blk[i].state == FF_DIRTY ? f->blk[i].buf : f->env->zeros,
-                .len = (uint32_t)ff_blen(f, i), .dst = p->comp + (size_t)j * p->comp_stride,
+                .len = (uint32_t)ff_blen(f, i),
+                .dst = p->comp + (size_t)j * p->comp_step + p->comp_lead,
                 .dst_cap = p->comp_stride, .want_sums = f->version >= FMT_VERSION_2,
                 .src_host = f->blk[i].state == FF_DIRTY && f->blk[i].host};
     }
@@ -272,6 +274,10 @@ static int ff_plan(ff_file *f, ff_commit_plan *p, int pressure)
     uint64_t n = p->end > p->s ? p->end - p->s : 1;
     uint32_t longest = n > 1 ? f->bs : (uint32_t)ff_blen(f, p->s < f->n_blocks ? p->s : 0);
     p->comp_stride = eng_bound(longest ? longest : 1);
+    /* a version 2 frame is the compressed block between a lead and a trail: made where the
+     * engine left the block, it is written from there without a copy */
+    p->comp_lead = f->version >= FMT_VERSION_2 ? FMT2_FRAME_LEAD : 0;
+    p->comp_step = p->comp_stride + (p->comp_lead ? FMT2_FRAME_LEAD + FMT2_FRAME_TRAIL : 0);
     p->stage_cap = 8 + FMT_FRAME_HEADER_LEN + FMT_FRAME_END_LEN +
                    (size_t)(n < FF_FRAME_MAX_BLOCKS ? n : FF_FRAME_MAX_BLOCKS) *
                        (p->comp_stride + FMT_BLOCK_OVERHEAD);

@@ -206,7 +206,12 @@ struct ff_plan_s {
     size_t stage_cap;                  /* bytes the largest frame of this plan may need */
     int planned;                       /* ff_plan succeeded: a failure may leave bytes to cut */
     int visible;                       /* frames are written revealed: nothing is retired */
-    uint32_t comp_stride;              /* eng_bound(longest block of the plan) */
+    uint32_t comp_stride;              /* eng_bound(longest block of the plan): room for
+                                          one job's output */
+    uint32_t comp_lead;                /* room before each output (and FMT2_FRAME_TRAIL
+                                          after it) for the frame made around it where it
+                                          lies (version 2: fmt2_frame_wrap); 0 */
+    uint32_t comp_step;                /* from one job's output to the next */
     eng_job *jobs;                     /* one per changed block, compressed by the engine */
     uint8_t *comp;                     /* the jobs' outputs, comp_stride apart */
     uint64_t comp_bytes;               /* their size, counted in the env's dirty_bytes */

@@ -141,17 +141,19 @@ static int ff2_pair_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64
 {
     *len = fmt2_journal_len(e, n);
     uint64_t room = ff2_half_end(f, at) - at;
-    uint8_t *buf = malloc(*len + 8);
-    if (!buf)
-        return -ENOMEM;
-    fmt2_journal_encode(e, n, f->v2.seq + 1, buf);
-    size_t w = (size_t)*len;
-    if (room > *len) {
-        fmt2_pad_header(buf + w, room - *len);
-        w += 8;
+    uint8_t *head = malloc(FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY), sum[4], pad[8];
+    struct iovec *v = malloc(((size_t)n + 3) * sizeof(*v));
+    int rc = -ENOMEM;
+    if (head && v) {
+        int nv = fmt2_journal_iov(e, n, f->v2.seq + 1, head, sum, v);
+        if (room > *len) {
+            fmt2_pad_header(pad, room - *len);
+            v[nv++] = (struct iovec){pad, sizeof(pad)};
+        }
+        rc = fmt_pwritev_all(f->fd, v, nv, at);
     }
-    int rc = fmt_pwrite_all(f->fd, buf, w, at);
-    free(buf);
+    free(head);
+    free(v);
     return rc;
 }
 

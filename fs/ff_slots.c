@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "bcache.h"
 #include "ff_slots.h"
@@ -27,28 +28,54 @@ static void ff2_frames_free(ff2_frames *fr)
     free(fr->buf);
 }
 
-/* The frame of a block the engine compressed, with the checksums its thread computed when it
- * did (the writer's thread then only copies). */
-static uint32_t ff2_frame_of_job(const ff_file *f, const eng_job *jb, uint8_t *out)
+/* Whether a job's frame is made where the engine left the block (fmt2_frame_wrap): a
+ * compressed block of a plan that left room around it. A block stored raw is copied. */
+static int ff2_wraps(const ff_commit_plan *p, const eng_job *jb)
 {
-    if (!jb->sums_done)
-        return (uint32_t)fmt2_frame_encode(out, f->bs, jb->src, jb->len, jb->dst, jb->out_len);
-    int raw = jb->out_len >= jb->len;
-    return (uint32_t)fmt2_frame_encode_sums(out, f->bs, jb->src, jb->len, jb->dst, jb->out_len,
-                                            raw ? jb->src_sum : jb->out_sum, jb->src_sum);
+    return p->comp_lead == FMT2_FRAME_LEAD && jb->out_len > 0 && jb->out_len < jb->len;
+}
+
+/* The frame of a block the engine compressed, with the checksums its thread computed when it
+ * did (the writer's thread then only copies, or not even that). */
+static uint8_t *ff2_frame_of_job(const ff_file *f, const ff_commit_plan *p, eng_job *jb,
+                                 uint8_t *out, uint32_t *frame_len)
+{
+    int compressed = jb->out_len > 0 && jb->out_len < jb->len;
+    uint32_t raw_sum = jb->sums_done ? jb->src_sum : XXH32(jb->src, jb->len, 0);
+    uint32_t comp_sum = !compressed    ? raw_sum
+                        : jb->sums_done ? jb->out_sum
+                                        : XXH32(jb->dst, jb->out_len, 0);
+    if (ff2_wraps(p, jb)) {
+        *frame_len = FMT2_FRAME_OVERHEAD + jb->out_len;
+        return fmt2_frame_wrap(jb->dst, f->bs, jb->len, jb->out_len, comp_sum, raw_sum);
+    }
+    *frame_len = (uint32_t)fmt2_frame_encode_sums(out, f->bs, jb->src, jb->len, jb->dst,
+                                                  jb->out_len, comp_sum, raw_sum);
+    return out;
+}
+
+/* Bytes of ff2_frames.buf the frames of blocks [a, b) need: those not made in place. */
+static uint64_t ff2_copied_bytes(const ff_file *f, const ff_commit_plan *p, uint64_t a,
+                                 uint64_t b, uint64_t *n)
+{
+    uint64_t bytes = 0;
+    *n = 0;
+    for (uint64_t i = a; i < b; i++) {
+        const ff_blk *k = &f->blk[i];
+        uint32_t j = p->job_at[i - p->s];
+        *n += k->state != FF_CLEAN;
+        if (k->state == FF_DIRTY && (j >= p->n_jobs || !ff2_wraps(p, &p->jobs[j])))
+            bytes += ff_blen(f, i) + FMT2_FRAME_OVERHEAD;
+    }
+    return bytes;
 }
 
 /* Encodes every changed block of [p->s, p->end) whose index is in [lo, hi). */
 static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t hi,
                       ff2_frames *fr)
 {
-    uint64_t a = p->s > lo ? p->s : lo, b = p->end < hi ? p->end : hi, bytes = 0, n = 0;
-    for (uint64_t i = a; i < b; i++) {
-        const ff_blk *k = &f->blk[i];
-        if (k->state == FF_DIRTY)
-            bytes += ff_blen(f, i) + FMT2_FRAME_OVERHEAD;
-        n += k->state != FF_CLEAN;
-    }
+    uint64_t a = p->s > lo ? p->s : lo, b = p->end < hi ? p->end : hi, n;
+    uint64_t bytes = ff2_copied_bytes(f, p, a, b, &n);
     *fr = (ff2_frames){calloc(n ? n : 1, sizeof(ff2_frame)), 0, malloc(bytes ? bytes : 1)};
     if (!fr->v || !fr->buf)
         return -ENOMEM;
@@ -64,16 +91,17 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
             continue;
         if (ff_is_zero(k->buf, e->len))
             continue;                  /* a written block of zeros is stored as a hole */
-        e->frame = at;
         if (j == FF_JOB_TAIL) {
             int rc = ff_tail_frame(f, k->buf, e->len, at, &e->frame_len);
             if (rc < 0)
                 return rc;
+            e->frame = at;
             e->from_tail = 1;
         } else {
-            e->frame_len = ff2_frame_of_job(f, &p->jobs[j], at);
+            e->frame = ff2_frame_of_job(f, p, &p->jobs[j], at, &e->frame_len);
         }
-        at += e->frame_len;
+        if (e->frame == at)
+            at += e->frame_len;
         f->env->n.blocks_written++;
     }
     return 0;
@@ -360,16 +388,21 @@ int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
                       const fmt2_footer *ft)
 {
     size_t len = fmt2_journal_len(e, n);
-    uint8_t *buf = malloc(len + FMT2_FOOTER_LEN);
-    if (!buf)
-        return -ENOMEM;
-    fmt2_journal_encode(e, n, f->v2.seq + 1, buf);
-    fmt2_footer_encode(ft, buf + len);
-    uint64_t end = at + len + FMT2_FOOTER_LEN;
-    int rc = fmt_pwrite_all(f->fd, buf, len + FMT2_FOOTER_LEN, at);
-    if (rc == 0 && f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)
-        rc = -errno;
-    free(buf);
+    uint8_t *head = malloc(FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY), sum[4];
+    struct iovec *v = malloc(((size_t)n + 3) * sizeof(*v));
+    uint8_t foot[FMT2_FOOTER_LEN];
+    int rc = -ENOMEM;
+    if (head && v) {
+        int nv = fmt2_journal_iov(e, n, f->v2.seq + 1, head, sum, v);
+        fmt2_footer_encode(ft, foot);
+        v[nv++] = (struct iovec){foot, sizeof(foot)};
+        uint64_t end = at + len + FMT2_FOOTER_LEN;
+        rc = fmt_pwritev_all(f->fd, v, nv, at);
+        if (rc == 0 && f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)
+            rc = -errno;
+    }
+    free(head);
+    free(v);
     return rc;
 }
 

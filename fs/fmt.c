@@ -1,6 +1,7 @@
 #include "fmt.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <lz4.h>
 #include <stdlib.h>
@@ -190,7 +191,7 @@ int fmt_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 int fmt_pwritev_all(int fd, struct iovec *iov, int n, uint64_t off)
 {
     while (n > 0) {
-        ssize_t w = pwritev(fd, iov, n, (off_t)off);
+        ssize_t w = pwritev(fd, iov, n < IOV_MAX ? n : IOV_MAX, (off_t)off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0)

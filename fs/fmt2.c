@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY        /* XXH32_state_t on the stack */
 #include <xxhash.h>
 
 #define FMT2_FOOTER_PAYLOAD (FMT2_FOOTER_LEN - 8u)
@@ -28,20 +30,39 @@ uint32_t fmt2_zero_sum(uint32_t len)
     return sum;
 }
 
+/* A frame's header and size word: the FMT2_FRAME_LEAD bytes before its block. */
+static void fmt2_frame_lead(uint8_t *out, uint32_t bs, uint32_t len, uint32_t word)
+{
+    fmt_frame_header(out, bs, len, 1);
+    fmt_put32(out + FMT_FRAME_HEADER_LEN, word);
+}
+
+/* Block checksum, EndMark, content checksum: the FMT2_FRAME_TRAIL bytes after it. */
+static void fmt2_frame_trail(uint8_t *out, uint32_t block_sum, uint32_t raw_sum)
+{
+    fmt_put32(out, block_sum);
+    fmt_put32(out + 4, 0);
+    fmt_put32(out + 8, raw_sum);
+}
+
 size_t fmt2_frame_encode_sums(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
                               const uint8_t *comp, uint32_t comp_len, uint32_t comp_sum,
                               uint32_t raw_sum)
 {
     int stored_raw = comp_len == 0 || comp_len >= len;
     uint32_t size = stored_raw ? len : comp_len;
-    uint8_t *b = out + FMT_FRAME_HEADER_LEN;
-    fmt_frame_header(out, bs, len, 1);
-    fmt_put32(b, size | (stored_raw ? FMT_RAW_BIT : 0));
-    memcpy(b + 4, stored_raw ? raw : comp, size);
-    fmt_put32(b + 4 + size, stored_raw ? raw_sum : comp_sum);    /* block checksum */
-    fmt_put32(b + 8 + size, 0);                                  /* EndMark */
-    fmt_put32(b + 12 + size, raw_sum);                           /* content checksum */
-    return FMT_FRAME_HEADER_LEN + FMT_BLOCK_OVERHEAD + size + FMT_FRAME_END_LEN;
+    fmt2_frame_lead(out, bs, len, size | (stored_raw ? FMT_RAW_BIT : 0));
+    memcpy(out + FMT2_FRAME_LEAD, stored_raw ? raw : comp, size);
+    fmt2_frame_trail(out + FMT2_FRAME_LEAD + size, stored_raw ? raw_sum : comp_sum, raw_sum);
+    return FMT2_FRAME_LEAD + size + FMT2_FRAME_TRAIL;
+}
+
+uint8_t *fmt2_frame_wrap(uint8_t *comp, uint32_t bs, uint32_t len, uint32_t comp_len,
+                         uint32_t comp_sum, uint32_t raw_sum)
+{
+    fmt2_frame_lead(comp - FMT2_FRAME_LEAD, bs, len, comp_len);
+    fmt2_frame_trail(comp + comp_len, comp_sum, raw_sum);
+    return comp - FMT2_FRAME_LEAD;
 }
 
 size_t fmt2_frame_encode(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
@@ -351,19 +372,49 @@ size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n)
     return len;
 }
 
-void fmt2_journal_encode(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *out)
+/* The journal's header and entries into head; returns their length. */
+static size_t fmt2_journal_head(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *head)
 {
-    size_t len = fmt2_journal_len(e, n);
-    fmt_put32(out, FMT_SKIP_JOURNAL);
-    fmt_put32(out + 4, (uint32_t)(len - 8));
-    fmt_put64(out + 8, seq);
-    fmt_put32(out + 16, n);
-    fmt_put32(out + 20, 0);
-    uint8_t *p = out + FMT2_J_HEAD, *frames = p + (size_t)n * FMT2_J_ENTRY;
+    fmt_put32(head, FMT_SKIP_JOURNAL);
+    fmt_put32(head + 4, (uint32_t)(fmt2_journal_len(e, n) - 8));
+    fmt_put64(head + 8, seq);
+    fmt_put32(head + 16, n);
+    fmt_put32(head + 20, 0);
+    uint8_t *p = head + FMT2_J_HEAD;
     for (uint32_t k = 0; k < n; k++, p += FMT2_J_ENTRY) {
         fmt_put64(p, e[k].block);
         fmt_put32(p + 8, e[k].frame_len);
         fmt_put32(p + 12, e[k].len);
+    }
+    return FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY;
+}
+
+int fmt2_journal_iov(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *head,
+                     uint8_t sum[4], struct iovec *iov)
+{
+    size_t head_len = fmt2_journal_head(e, n, seq, head);
+    /* the checksum covers everything after the skippable header but itself */
+    XXH32_state_t st;
+    XXH32_reset(&st, 0);
+    XXH32_update(&st, head + 8, head_len - 8);
+    int nv = 0;
+    iov[nv++] = (struct iovec){head, head_len};
+    for (uint32_t k = 0; k < n; k++) {
+        if (!e[k].frame_len)
+            continue;
+        XXH32_update(&st, e[k].frame, e[k].frame_len);
+        iov[nv++] = (struct iovec){(void *)e[k].frame, e[k].frame_len};
+    }
+    fmt_put32(sum, XXH32_digest(&st));
+    iov[nv++] = (struct iovec){sum, 4};
+    return nv;
+}
+
+void fmt2_journal_encode(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *out)
+{
+    size_t len = fmt2_journal_len(e, n);
+    uint8_t *frames = out + fmt2_journal_head(e, n, seq, out);
+    for (uint32_t k = 0; k < n; k++) {
         if (e[k].frame_len)
             memcpy(frames, e[k].frame, e[k].frame_len);
         frames += e[k].frame_len;

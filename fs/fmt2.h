@@ -20,13 +20,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "fmt.h"
 
 #define FMT2_SLOT_EXTRA 64u                 /* slot = block size + this */
 #define FMT2_FRAME_OVERHEAD 31u             /* header 15, size word 4, checksum 4, end 8 */
-#define FMT2_HOLE_HEAD 19u                  /* frame header and size word of a hole */
-#define FMT2_HOLE_TAIL 12u                  /* block checksum, EndMark, content checksum */
+#define FMT2_FRAME_LEAD 19u                 /* a frame's header and size word */
+#define FMT2_FRAME_TRAIL 12u                /* block checksum, EndMark, content checksum */
+#define FMT2_HOLE_HEAD FMT2_FRAME_LEAD      /* what a hole writes before its punched data */
+#define FMT2_HOLE_TAIL FMT2_FRAME_TRAIL     /* and after it */
 #define FMT2_FOOTER_LEN 64u
 #define FMT2_PAIR_LEN 128u                  /* the two footer places at the end of a file */
 #define FMT2_FOOTER_V2 2u                   /* a footer that ends the file alone */
@@ -90,6 +93,13 @@ size_t fmt2_frame_encode(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t
 size_t fmt2_frame_encode_sums(uint8_t *out, uint32_t bs, const uint8_t *raw, uint32_t len,
                               const uint8_t *comp, uint32_t comp_len, uint32_t comp_sum,
                               uint32_t raw_sum);
+
+/* Makes a frame of the comp_len compressed bytes at comp (comp_len < len) where they lie:
+ * writes the FMT2_FRAME_LEAD bytes before comp and the FMT2_FRAME_TRAIL after them, which
+ * the caller reserved, and returns the frame's start (comp - FMT2_FRAME_LEAD). Byte for byte
+ * the frame fmt2_frame_encode_sums makes, without copying the block. */
+uint8_t *fmt2_frame_wrap(uint8_t *comp, uint32_t bs, uint32_t len, uint32_t comp_len,
+                         uint32_t comp_sum, uint32_t raw_sum);
 
 /* Checks a frame's header, size word and EndMark in buf (avail bytes from the frame's
  * start); *len gets the block's logical length, *word its size word, *frame_len the whole
@@ -186,6 +196,12 @@ static inline uint64_t fmt2_place_off(uint64_t eof, int k)
 int fmt2_place_write(int fd, uint64_t eof, int k, const fmt2_footer *ft);
 
 size_t fmt2_journal_len(const fmt2_jentry *e, uint32_t n);
+/* The journal of e[0..n) as pieces to write with pwritev, its frames where they lie: fills
+ * head (FMT2_J_HEAD + n * FMT2_J_ENTRY bytes: the header and the entries) and sum (the
+ * checksum), and iov (room for n + 2) with head, each frame, sum. Returns the pieces used. */
+int fmt2_journal_iov(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *head,
+                     uint8_t sum[4], struct iovec *iov);
+/* The same journal in one buffer of fmt2_journal_len bytes. */
 void fmt2_journal_encode(const fmt2_jentry *e, uint32_t n, uint64_t seq, uint8_t *out);
 /* Reads the journal at [off, off+len) into *buf (malloc'd) and checks it; the entries
  * point into *buf. FMT_ERR_NO_TRAILER when it is torn or not the one of this seq. */

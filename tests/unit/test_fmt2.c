@@ -97,6 +97,31 @@ static void test_frame_roundtrip(void **state)
     free(rnd);
 }
 
+/* A frame made around a compressed block where it lies is the frame the encoder makes. */
+static void test_frame_wrap(void **state)
+{
+    uint8_t *text = make_data(BS, 0, 3);
+    const uint32_t lens[] = {BS, 1000, 300};
+    for (size_t k = 0; k < sizeof(lens) / sizeof(*lens); k++) {
+        uint32_t len = lens[k];
+        int cap = LZ4_compressBound((int)len);
+        uint8_t *room = malloc(FMT2_FRAME_LEAD + (size_t)cap + FMT2_FRAME_TRAIL);
+        uint8_t *comp = room + FMT2_FRAME_LEAD, *want = malloc(len + FMT2_FRAME_OVERHEAD);
+        memset(room, 0xA5, FMT2_FRAME_LEAD + (size_t)cap + FMT2_FRAME_TRAIL);
+        int clen = LZ4_compress_default((const char *)text, (char *)comp, (int)len, cap);
+        assert_true(clen > 0 && (uint32_t)clen < len);
+        size_t n = fmt2_frame_encode(want, BS, text, len, comp, (uint32_t)clen);
+        uint8_t *fr = fmt2_frame_wrap(comp, BS, len, (uint32_t)clen,
+                                      XXH32(comp, (size_t)clen, 0), XXH32(text, len, 0));
+        assert_ptr_equal(fr, room);
+        assert_int_equal(n, FMT2_FRAME_OVERHEAD + (uint32_t)clen);
+        assert_memory_equal(fr, want, n);
+        free(room);
+        free(want);
+    }
+    free(text);
+}
+
 static void test_frame_rejections(void **state)
 {
     uint8_t *text = make_data(BS, 0, 3), *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
@@ -326,6 +351,62 @@ static fmt_error journal_try(const fmt2_jentry *e, uint32_t n, uint64_t seq, uin
     close(fd);
     unlink(path);
     return err;
+}
+
+/* The journal written in pieces, its frames where they lie, is the journal encoded whole:
+ * with frames and holes, with holes only, with nothing. */
+static void journal_iov_equals(const fmt2_jentry *e, uint32_t n, uint64_t seq)
+{
+    size_t len = fmt2_journal_len(e, n);
+    uint8_t *whole = malloc(len), *head = malloc(FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY + 1);
+    uint8_t *joined = malloc(len), sum[4], *at = joined;
+    struct iovec v[8];
+    fmt2_journal_encode(e, n, seq, whole);
+    int nv = fmt2_journal_iov(e, n, seq, head, sum, v);
+    int frames = 0;
+    for (uint32_t k = 0; k < n; k++)
+        frames += e[k].frame_len > 0;
+    assert_int_equal(nv, frames + 2);
+    for (int k = 0; k < nv; k++)
+        memcpy(at, v[k].iov_base, v[k].iov_len), at += v[k].iov_len;
+    assert_int_equal((size_t)(at - joined), len);
+    assert_memory_equal(joined, whole, len);
+    free(whole);
+    free(head);
+    free(joined);
+}
+
+static void test_journal_iov(void **state)
+{
+    jcase j;
+    jcase_new(&j);
+    journal_iov_equals(j.e, 3, 42);
+    journal_iov_equals(&j.e[1], 1, 7);
+    journal_iov_equals(NULL, 0, 0);
+    jcase_free(&j);
+}
+
+/* A journal of many frames is more pieces than one pwritev takes (IOV_MAX): written in
+ * turns, every byte where it belongs. */
+static void test_pwritev_many(void **state)
+{
+    enum { N = 2500 };
+    struct iovec *v = malloc(N * sizeof(*v));
+    uint8_t *want = malloc(N * 3), got[N * 3];
+    for (int k = 0; k < N; k++) {
+        want[3 * k] = (uint8_t)k, want[3 * k + 1] = (uint8_t)(k >> 8), want[3 * k + 2] = 0x5A;
+        v[k] = (struct iovec){want + 3 * k, 3};
+    }
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    assert_int_equal(fmt_pwritev_all(fd, v, N, 100), 0);
+    assert_int_equal(file_len(fd), 100 + N * 3);
+    assert_int_equal(pread(fd, got, sizeof(got), 100), (ssize_t)sizeof(got));
+    assert_memory_equal(got, want, sizeof(got));
+    close(fd);
+    unlink(path);
+    free(v);
+    free(want);
 }
 
 static void test_journal(void **state)
@@ -1371,9 +1452,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_roundtrip),
+        cmocka_unit_test(test_frame_wrap),
         cmocka_unit_test(test_frame_rejections),
         cmocka_unit_test(test_footer),
         cmocka_unit_test(test_journal),
+        cmocka_unit_test(test_journal_iov),
+        cmocka_unit_test(test_pwritev_many),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_scan_file_decodes),
         cmocka_unit_test(test_scan_missing_padding),
