@@ -6,7 +6,8 @@
 # back through the mount and by the stock lz4 -d; cached readers and a shared mapping opened
 # while a direct writer writes see every byte, and so do cached opens after it; the
 # set-user-ID and set-group-ID bits that a write by another user clears, through direct
-# handles and, where the daemon took that over from the kernel, through the page cache.
+# handles and, where the daemon took that over from the kernel, through the page cache; the
+# time of a direct writer's last write, on the backing file and in the next mount.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 SYSPY=/usr/bin/python3
@@ -176,8 +177,22 @@ check_eq "a capability set on a file" 0100000200040000000000000000000000000000 "
 check "another user appends to it" as_uid 65534 sh -c "printf more >>'$MNT/c_cap'"
 check_eq "... and the capability is gone once the file is closed" none "$(caps "$MNT/c_cap" get)"
 
+# ---- the time of the last write. A direct write does not pass the kernel's update of the
+# mtime it keeps (ARCHITECTURE.md, "FUSE settings"): the backing file gets the time of the
+# last write at the release, and the next mount shows it.
+# slow_write FILE: writes, waits, writes again; $WS/t_last: the time just before the last
+slow_write() { (printf first; sleep 1.2; date +%s.%N >"$WS/t_last"; printf last) >"$1"; }
+# not_before FILE: FILE's mtime is not older than $WS/t_last (the clocks are the same)
+not_before() {
+    awk -v m="$(stat -c %.9Y "$1")" -v t="$(cat "$WS/t_last")" \
+        'BEGIN { if (m + 0 >= t - 0.01) exit 0; printf "mtime %.3f, last write %.3f\n", m, t; exit 1 }'
+}
+check "a direct writer writes twice, a second apart" opened 1 slow_write "$MNT/slow"
+check_eq "... its content" firstlast "$(cat "$MNT/slow")"
 check "unmount" umount_store
+check "the backing file has the time of the last write" not_before "$BACKING/slow"
 check "mount again" mount_store
+check "... and so has the file in the mount" not_before "$MNT/slow"
 check_eq "... also once the file is closed and forgotten" 1048576 "$(stat -c %o "$MNT/copy")"
 check_eq "... but not for a directory" "$(stat -c %o "$BACKING")" "$(stat -c %o "$MNT")"
 check "unmount" umount_store
@@ -187,6 +202,8 @@ check_eq "lz4 -d of the backing file of the copy" "$(sum_of "$SRC")" "$(lz4 -dc 
 check "mount nodirect_writes" mount_store "nodirect_writes"
 check "cp with nodirect_writes opens none" opened 0 cp "$SRC" "$MNT/copy2"
 check_eq "copy2 reads back whole" "$(sum_of "$SRC")" "$(sum_of "$MNT/copy2")"
+slow_write "$MNT/slow2"
+check "with nodirect_writes the mount shows the last write's time at once" not_before "$MNT/slow2"
 check "unmount" umount_store
 
 finish
