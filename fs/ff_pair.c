@@ -141,20 +141,10 @@ static int ff2_pair_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64
 {
     *len = fmt2_journal_len(e, n);
     uint64_t room = ff2_half_end(f, at) - at;
-    uint8_t *head = malloc(FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY), sum[4], pad[8];
-    struct iovec *v = malloc(((size_t)n + 3) * sizeof(*v));
-    int rc = -ENOMEM;
-    if (head && v) {
-        int nv = fmt2_journal_iov(e, n, f->v2.seq + 1, head, sum, v);
-        if (room > *len) {
-            fmt2_pad_header(pad, room - *len);
-            v[nv++] = (struct iovec){pad, sizeof(pad)};
-        }
-        rc = fmt_pwritev_all(f->fd, v, nv, at);
-    }
-    free(head);
-    free(v);
-    return rc;
+    uint8_t pad[8];
+    if (room > *len)
+        fmt2_pad_header(pad, room - *len);
+    return ff2_pwrite_journal(f, e, n, at, pad, room > *len ? sizeof(pad) : 0);
 }
 
 /* The footer into place k; right after a lay-out, place 1's footer and place 0's padding

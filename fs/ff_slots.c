@@ -30,9 +30,14 @@ static void ff2_frames_free(ff2_frames *fr)
 
 /* Whether a job's frame is made where the engine left the block (fmt2_frame_wrap): a
  * compressed block of a plan that left room around it. A block stored raw is copied. */
+static int ff2_compressed(const eng_job *jb)
+{
+    return jb->out_len > 0 && jb->out_len < jb->len;
+}
+
 static int ff2_wraps(const ff_commit_plan *p, const eng_job *jb)
 {
-    return p->comp_lead == FMT2_FRAME_LEAD && jb->out_len > 0 && jb->out_len < jb->len;
+    return p->comp_lead == FMT2_FRAME_LEAD && ff2_compressed(jb);
 }
 
 /* The frame of a block the engine compressed, with the checksums its thread computed when it
@@ -40,11 +45,10 @@ static int ff2_wraps(const ff_commit_plan *p, const eng_job *jb)
 static uint8_t *ff2_frame_of_job(const ff_file *f, const ff_commit_plan *p, eng_job *jb,
                                  uint8_t *out, uint32_t *frame_len)
 {
-    int compressed = jb->out_len > 0 && jb->out_len < jb->len;
     uint32_t raw_sum = jb->sums_done ? jb->src_sum : XXH32(jb->src, jb->len, 0);
-    uint32_t comp_sum = !compressed    ? raw_sum
-                        : jb->sums_done ? jb->out_sum
-                                        : XXH32(jb->dst, jb->out_len, 0);
+    uint32_t comp_sum = !ff2_compressed(jb) ? raw_sum
+                        : jb->sums_done      ? jb->out_sum
+                                             : XXH32(jb->dst, jb->out_len, 0);
     if (ff2_wraps(p, jb)) {
         *frame_len = FMT2_FRAME_OVERHEAD + jb->out_len;
         return fmt2_frame_wrap(jb->dst, f->bs, jb->len, jb->out_len, comp_sum, raw_sum);
@@ -384,25 +388,32 @@ int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
     return 0;
 }
 
-int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
-                      const fmt2_footer *ft)
+int ff2_pwrite_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                       const uint8_t *after, size_t after_len)
 {
-    size_t len = fmt2_journal_len(e, n);
     uint8_t *head = malloc(FMT2_J_HEAD + (size_t)n * FMT2_J_ENTRY), sum[4];
     struct iovec *v = malloc(((size_t)n + 3) * sizeof(*v));
-    uint8_t foot[FMT2_FOOTER_LEN];
     int rc = -ENOMEM;
     if (head && v) {
         int nv = fmt2_journal_iov(e, n, f->v2.seq + 1, head, sum, v);
-        fmt2_footer_encode(ft, foot);
-        v[nv++] = (struct iovec){foot, sizeof(foot)};
-        uint64_t end = at + len + FMT2_FOOTER_LEN;
+        if (after_len)
+            v[nv++] = (struct iovec){(void *)after, after_len};
         rc = fmt_pwritev_all(f->fd, v, nv, at);
-        if (rc == 0 && f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)
-            rc = -errno;
     }
     free(head);
     free(v);
+    return rc;
+}
+
+int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                      const fmt2_footer *ft)
+{
+    uint8_t foot[FMT2_FOOTER_LEN];
+    fmt2_footer_encode(ft, foot);
+    uint64_t end = at + fmt2_journal_len(e, n) + FMT2_FOOTER_LEN;
+    int rc = ff2_pwrite_journal(f, e, n, at, foot, sizeof(foot));
+    if (rc == 0 && f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)
+        rc = -errno;
     return rc;
 }
 

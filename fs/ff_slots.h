@@ -48,6 +48,11 @@ fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_ou
                           int *promised);
 /* Reserves the space the entries' new frames need in their slots. */
 int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n);
+/* Writes the journal of the entries at at (seq + 1), its frames from where they lie, and the
+ * after_len bytes of after (what goes right behind it: a footer, a padding header) in one
+ * pwritev. */
+int ff2_pwrite_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
+                       const uint8_t *after, size_t after_len);
 /* Writes the journal of the entries at at (seq + 1) and the footer ft right after it, in
  * one write, and cuts the file after the footer. */
 int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,

@@ -1,8 +1,8 @@
 #include "fmt.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
