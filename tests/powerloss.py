@@ -18,8 +18,8 @@
       is one the writer made possible, and that `lz4 -d` of the backing file gives the same
       bytes. Prints a summary; exits 1 on any failure, naming the state and the file.
 """
-import argparse, concurrent.futures, ctypes, functools, json, multiprocessing, os, random, shutil, struct
-import subprocess, sys, time, zlib
+import argparse, concurrent.futures, ctypes, functools, json, multiprocessing, os, random
+import shutil, struct, subprocess, sys, time, zlib
 
 import lz4batch
 
@@ -239,7 +239,7 @@ class Allowed:
     state has tens of thousands of records and a handful of operations since its last sync."""
 
     def __init__(self, h, issued, acked):
-        self.fid, self.issued, self.acked = h.fid, issued, acked
+        self.acked = acked
         self.base = h.states[acked] if acked >= 0 else []
         self.extra = {}
         # records from here on may be zeros (a truncate cut them, or nothing promised them)
