@@ -73,8 +73,10 @@ typedef struct {
                                           failed commit reads it back): footers skip the
                                           cut that would not change it */
     uint64_t seq;                      /* the footer's commit number */
-    uint64_t fresh;                    /* blocks >= fresh were written since the last sync */
-    uint64_t disk_fresh;               /* what the footer at rest says of it (never more) */
+    uint64_t fresh;                    /* blocks >= fresh nobody was promised: rewritten in
+                                          place without a synced journal */
+    uint64_t disk_fresh;               /* what the footer at rest says of it, never more:
+                                          the next open trusts the blocks below it */
     uint64_t promised;                 /* blocks an fsync promised: fresh never drops below */
     uint64_t size;                     /* logical size the footer records */
     uint64_t j_off, j_len;             /* the journal the footer names */

@@ -571,8 +571,11 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     } else if (rc == 0 && settle) {
         if (f->v2.j_live || t->shrink)
             rc = ff2_sync(f);
+        /* the fresh memory keeps, not n: a footer at rest must never trust a block that
+         * memory would rewrite in place without a synced journal (the next open checks
+         * only the blocks at or past the footer's fresh, 11.4 step 4) */
         if (rc == 0)
-            rc = ff2_settle(f, t->size, t->tail, sync || t->shrink ? t->n : t->fresh);
+            rc = ff2_settle(f, t->size, t->tail, t->fresh);
         if (rc == 0 && t->shrink)
             rc = ff2_sync(f);
     }

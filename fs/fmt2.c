@@ -894,8 +894,28 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     return FMT_OK;
 }
 
+/* Whether b (n bytes, ending at the file's end, file_len) holds at p the first part of a
+ * journal or footer that a torn write cut at the end of the file: the write ran past it, the
+ * file ends at a sector (512 bytes) where the device stopped, and what is left of the head
+ * fits (9.6, 9.7). */
+static int fmt2_torn_item(const uint8_t *b, size_t n, size_t p, uint64_t file_len)
+{
+    uint32_t magic = fmt_get32(b + p);
+    uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
+    if (file_len % 512 || p + len <= n)
+        return 0;
+    if (magic == FMT_SKIP_FOOTER2)
+        return len == FMT2_FOOTER_LEN;
+    if (magic != FMT_SKIP_JOURNAL || len < 28)
+        return 0;
+    if (p + 24 > n)                    /* seq, entry count and flags torn off too */
+        return 1;
+    return fmt_get32(b + p + 20) == 0 && 16 * (uint64_t)fmt_get32(b + p + 16) <= len - 28;
+}
+
 /* Whether a whole journal or footer (each checksummed) starts in the last two slots' worth
- * of the file: what a commit writes at its tail, kept by a power loss that lost the rest. */
+ * of the file, or the first part of one that a torn write left at its end: what a commit
+ * writes at its tail, kept by a power loss that lost the rest. */
 static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
 {
     uint64_t w = 2 * fmt2_slot_len(bs), from = file_len > FMT_MARKER_LEN + w ? file_len - w
@@ -912,9 +932,10 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
     for (size_t p = 0; !found && p + 8 <= n; p++) {
         uint32_t magic = fmt_get32(b + p);
         uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
-        if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16 || p + len > n)
+        if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16)
             continue;
-        found = fmt_get32(b + p + len - 4) == XXH32(b + p + 8, (size_t)len - 12, 0);
+        found = p + len > n ? fmt2_torn_item(b, n, p, file_len)
+                            : fmt_get32(b + p + len - 4) == XXH32(b + p + 8, (size_t)len - 12, 0);
     }
     free(b);
     return found;
@@ -961,12 +982,18 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
     }
     /* slot 0 torn or lost too: the start of a version 2 frame in one of the first slots of
      * the store's block size says what the file was (the walk then keeps the blocks before
-     * the first slot that is not whole: none) */
+     * the first slot that is not whole: none), as does a journal there: the first half of
+     * a footer pair's journal area begins where the next slot would (9.10). A slot starts
+     * at least 5 bytes before a sector boundary (59 + k * 64 mod 512), so a torn write
+     * there keeps the magic. */
     for (uint64_t i = 0; bs_hint && i < FMT2_LOST_MARKER_SLOTS; i++) {
         uint8_t h[6];
-        if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(bs_hint, i)) < 0)
+        uint64_t at = fmt2_slot_off(bs_hint, i);
+        if (at + 4 > file_len || fmt_pread_all(fd, h, at + 6 <= file_len ? 6 : 4, at) < 0)
             break;
-        if (fmt_get32(h) == FMT_LZ4_MAGIC && h[4] == 0x7C &&
+        if (fmt_get32(h) == FMT_SKIP_JOURNAL)
+            return bs_hint;
+        if (at + 6 <= file_len && fmt_get32(h) == FMT_LZ4_MAGIC && h[4] == 0x7C &&
             h[5] == (uint8_t)(fmt_bd_code(bs_hint) << 4))
             return bs_hint;
     }

@@ -254,10 +254,11 @@ void fmt2_recovery_free(fmt2_recovery *r);
 /* A version 2 file whose marker never reached the disk: head (its first 59 bytes) reads as
  * zeros, the write that made the file lost to a power loss that kept later ones, and a
  * version 2 file lies behind it (a footer at EOF, a whole frame in slot 0, the header of a
- * version 2 frame of block size bs_hint in one of the first FMT2_LOST_MARKER_SLOTS slots, or
- * a whole journal or footer in the last two slots' worth of bytes).
+ * version 2 frame or a journal of block size bs_hint at one of the first
+ * FMT2_LOST_MARKER_SLOTS slots, a whole journal or footer in the last two slots' worth of
+ * bytes, or the head of one that a torn write cut at the end of the file).
  * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
-#define FMT2_LOST_MARKER_SLOTS 16u            /* slots looked at for a frame header */
+#define FMT2_LOST_MARKER_SLOTS 16u            /* slots looked at for a frame or journal */
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
 /* The marker of a file of this version (2 or 3) and block size bs in the store whose uuid
  * is given. */

@@ -1448,6 +1448,69 @@ static void test_chk_clean_v2(void **state)
     fx_free(fx);
 }
 
+/* ---- a file whose marker a power loss took (fmt2_lost_marker) ---- */
+
+/* What fmt2_lost_marker makes of a file of zeros holding item (n bytes) at `at`, the file
+ * ending after keep of them (a torn write), then len_pad more zero bytes. */
+static uint32_t lost_with(const uint8_t *item, size_t n, uint64_t at, size_t keep,
+                          uint64_t len_pad)
+{
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    uint8_t head[FMT_MARKER_LEN] = {0};
+    assert_true(keep <= n);
+    assert_int_equal(ftruncate(fd, (off_t)(at + keep + len_pad)), 0);
+    assert_int_equal(fmt_pwrite_all(fd, item, keep, at), 0);
+    uint32_t bs = fmt2_lost_marker(fd, head, file_len(fd), BS);
+    close(fd);
+    unlink(path);
+    return bs;
+}
+
+static void test_lost_marker(void **state)
+{
+    jcase j;
+    jcase_new(&j);
+    size_t len = fmt2_journal_len(j.e, 3);
+    uint8_t *jb = malloc(len), ft[FMT2_FOOTER_LEN];
+    fmt2_journal_encode(j.e, 3, 9, jb);
+    fmt2_footer f = {10, 1, 100, 0, 0, 3, 0, 0};
+    fmt2_footer_encode(&f, ft);
+    uint64_t s1 = fmt2_slot_off(BS, 1), s7 = fmt2_slot_off(BS, 7);
+    /* a footer pair's journal at a slot start, torn at the first sector boundary after it
+     * (slot 7 begins 5 bytes before one) */
+    assert_int_equal(lost_with(jb, len, s1, 512 - s1 % 512, 0), BS);
+    assert_int_equal(lost_with(jb, len, s7, 512 - s7 % 512, 0), BS);
+    assert_int_equal(512 - s7 % 512, 5);
+    /* a journal at a tail anywhere, torn: its head, whole or down to magic and size */
+    assert_int_equal(lost_with(jb, len, 1022, 1536 - 1022, 0), BS);
+    assert_int_equal(lost_with(jb, len, 1536 - 10, 10, 0), BS);
+    assert_int_equal(lost_with(jb, len, 1536 - 8, 8, 0), BS);
+    /* a footer torn the same way */
+    assert_int_equal(lost_with(ft, sizeof(ft), 1536 - 40, 40, 0), BS);
+    /* the whole journal, wherever the file ends */
+    assert_int_equal(lost_with(jb, len, 1022, len, 3), BS);
+    /* what is not told from a foreign file: less than magic and size (FORMAT.md 14, item 7);
+     * an end off a sector boundary, which no torn write leaves; a head whose flags or entry
+     * count are not a journal's */
+    assert_int_equal(lost_with(jb, len, 1536 - 7, 7, 0), 0);
+    assert_int_equal(lost_with(jb, len, 1536 - 100, 100, 1), 0);
+    uint8_t bad[64];
+    memcpy(bad, jb, sizeof(bad));
+    bad[20] = 1;                       /* flags */
+    assert_int_equal(lost_with(bad, sizeof(bad), 1536 - 64, 64, 0), 0);
+    memcpy(bad, jb, sizeof(bad));
+    fmt_put32(bad + 16, (uint32_t)len); /* entries past the journal's length */
+    assert_int_equal(lost_with(bad, sizeof(bad), 1536 - 64, 64, 0), 0);
+    /* a foreign file that begins with 59 zero bytes */
+    uint8_t *junk = make_data(4096, 1, 77);
+    assert_int_equal(lost_with(junk, 4096, FMT_MARKER_LEN, 4096, 4096 - FMT_MARKER_LEN), 0);
+    free(junk);
+    free(jb);
+    jcase_free(&j);
+    (void)state;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1478,6 +1541,7 @@ int main(void)
         cmocka_unit_test(test_ff_torn),
         cmocka_unit_test(test_ff_interrupted_commit),
         cmocka_unit_test(test_chk_clean_v2),
+        cmocka_unit_test(test_lost_marker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
