@@ -4,7 +4,9 @@
  * (both journals, a newer one lost, an older one gone, no usable pair, a footer naming no
  * journal); and files written through the ff_* API that decode with the stock lz4 tool,
  * stay sparse for holes, grow by at most a block when rewritten in place, and reopen
- * prefix-consistent (and repaired) when cut or caught between journal and slot. */
+ * prefix-consistent (and repaired) when cut or caught between journal and slot; the footer
+ * a synced commit settles never trusting a block memory keeps fresh; what says a file whose
+ * marker a power loss took is a version 2 file. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -1448,6 +1450,40 @@ static void test_chk_clean_v2(void **state)
     fx_free(fx);
 }
 
+/* The footer at rest never trusts a block memory would rewrite without a synced journal
+ * (FORMAT.md 11.1 step 6.7): a commit that syncs only because its journal holds a promised
+ * block, and settles (a journal over bs / 2), keeps the unpromised last block fresh. */
+static void test_ff_settle_fresh(void **state)
+{
+    fixture *fx = fx_new(BS, TAG);
+    uint8_t *d = make_data(3 * BS + 100, 1, 91);   /* incompressible: a large journal */
+    ff_file *f;
+    fmt2_footer ft;
+    int fd = open(fx->path, O_RDWR);
+    assert_int_equal(ff_create(fx->env, fd, "t", &f), 0);
+    assert_int_equal(ff_write(f, d, 3 * BS, 0), 0);
+    assert_int_equal(ff_flush(f, 1), 0);           /* fsync: blocks 0-2 promised */
+    assert_int_equal(ff_write(f, d + 3 * BS, 50, 3 * BS), 0);
+    assert_int_equal(ff_flush(f, 0), 0);           /* close: block 3 fresh */
+    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), BS, &ft), FMT_OK);
+    assert_int_equal(ft.n_blocks, 4);
+    assert_int_equal(ft.fresh, 3);
+    /* block 1 (promised) rewritten whole and block 3 grown: the journal is synced, then
+     * settled; block 3 stays one the next commit rewrites without a sync */
+    d[BS + 7] ^= 0xff;
+    assert_int_equal(ff_write(f, d + BS, BS, BS), 0);
+    assert_int_equal(ff_write(f, d + 3 * BS + 50, 50, 3 * BS + 50), 0);
+    assert_int_equal(ff_flush(f, 0), 0);
+    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), BS, &ft), FMT_OK);
+    assert_int_equal(ft.j_len, 0);
+    assert_int_equal(ft.fresh, 3);
+    assert_int_equal(ff_release(f), 0);
+    fx_check_read(fx, O_RDONLY, d, 3 * BS + 100);
+    free(d);
+    fx_free(fx);
+    (void)state;
+}
+
 /* ---- a file whose marker a power loss took (fmt2_lost_marker) ---- */
 
 /* What fmt2_lost_marker makes of a file of zeros holding item (n bytes) at `at`, the file
@@ -1541,6 +1577,7 @@ int main(void)
         cmocka_unit_test(test_ff_torn),
         cmocka_unit_test(test_ff_interrupted_commit),
         cmocka_unit_test(test_chk_clean_v2),
+        cmocka_unit_test(test_ff_settle_fresh),
         cmocka_unit_test(test_lost_marker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
