@@ -498,11 +498,8 @@ static fmt_error fmt2_content_check(const uint8_t *frame, uint32_t len, uint32_t
     return err;
 }
 
-/* Parses the frame of slot i; FMT_ERR_CORRUPT when there is none. *padded: the padding
- * that a slot followed by another one carries is there, reaching exactly the next slot.
- * verify: the block and content checksums hold. */
-static fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
-                                uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded)
+fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
+                         uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded)
 {
     uint64_t at = fmt2_slot_off(bs, i), slot = fmt2_slot_len(bs), want = slot;
     if (at >= file_len)
@@ -894,53 +891,6 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     return FMT_OK;
 }
 
-/* Whether b (n bytes, ending at the file's end, file_len) holds at p the first part of a
- * journal or footer that a torn write cut at the end of the file: the write ran past it, the
- * file ends at a sector (512 bytes) where the device stopped, and what is left of the head
- * fits (9.6, 9.7). */
-static int fmt2_torn_item(const uint8_t *b, size_t n, size_t p, uint64_t file_len)
-{
-    uint32_t magic = fmt_get32(b + p);
-    uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
-    if (file_len % 512 || p + len <= n)
-        return 0;
-    if (magic == FMT_SKIP_FOOTER2)
-        return len == FMT2_FOOTER_LEN;
-    if (magic != FMT_SKIP_JOURNAL || len < 28)
-        return 0;
-    if (p + 24 > n)                    /* seq, entry count and flags torn off too */
-        return 1;
-    return fmt_get32(b + p + 20) == 0 && 16 * (uint64_t)fmt_get32(b + p + 16) <= len - 28;
-}
-
-/* Whether a whole journal or footer (each checksummed) starts in the last two slots' worth
- * of the file, or the first part of one that a torn write left at its end: what a commit
- * writes at its tail, kept by a power loss that lost the rest. */
-static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
-{
-    uint64_t w = 2 * fmt2_slot_len(bs), from = file_len > FMT_MARKER_LEN + w ? file_len - w
-                                                                               : FMT_MARKER_LEN;
-    if (file_len <= from + 8)
-        return 0;
-    size_t n = (size_t)(file_len - from);
-    uint8_t *b = malloc(n);
-    int found = 0;
-    if (!b || fmt_pread_all(fd, b, n, from) < 0) {
-        free(b);
-        return 0;
-    }
-    for (size_t p = 0; !found && p + 8 <= n; p++) {
-        uint32_t magic = fmt_get32(b + p);
-        uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
-        if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16)
-            continue;
-        found = p + len > n ? fmt2_torn_item(b, n, p, file_len)
-                            : fmt_get32(b + p + len - 4) == XXH32(b + p + 8, (size_t)len - 12, 0);
-    }
-    free(b);
-    return found;
-}
-
 void fmt2_marker_encode(uint32_t version, uint32_t bs, const uint8_t uuid[16],
                         uint8_t out[FMT_MARKER_LEN])
 {
@@ -954,50 +904,6 @@ int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
     uint8_t head[FMT_MARKER_LEN];
     fmt2_marker_encode(FMT_VERSION, bs, uuid, head);
     return fmt_pwrite_all(fd, head, sizeof(head), 0);
-}
-
-uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint)
-{
-    for (size_t i = 0; i < FMT_MARKER_LEN; i++)
-        if (head[i])
-            return 0;
-    /* bs_hint first, then the other block sizes, each once */
-    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0;
-    for (uint32_t bs = 64u << 10; bs <= 4u << 20; bs <<= 2)
-        if (bs != bs_hint)
-            sizes[n_sizes++] = bs;
-    fmt2_footer ft;
-    for (uint32_t k = 0; k < n_sizes; k++)
-        if (fmt2_footer_read(fd, file_len, sizes[k], &ft) == FMT_OK)
-            return sizes[k];
-    for (uint32_t k = 0; k < n_sizes; k++) {
-        uint8_t *buf = malloc(fmt2_slot_len(sizes[k]));
-        uint32_t len = 0, flen = 0;
-        int padded;
-        int ok = buf && fmt2_scan_slot(fd, file_len, sizes[k], 0, 1, buf, &len, &flen,
-                                       &padded) == FMT_OK;
-        free(buf);
-        if (ok)
-            return sizes[k];
-    }
-    /* slot 0 torn or lost too: the start of a version 2 frame in one of the first slots of
-     * the store's block size says what the file was (the walk then keeps the blocks before
-     * the first slot that is not whole: none), as does a journal there: the first half of
-     * a footer pair's journal area begins where the next slot would (9.10). A slot starts
-     * at least 5 bytes before a sector boundary (59 + k * 64 mod 512), so a torn write
-     * there keeps the magic. */
-    for (uint64_t i = 0; bs_hint && i < FMT2_LOST_MARKER_SLOTS; i++) {
-        uint8_t h[6];
-        uint64_t at = fmt2_slot_off(bs_hint, i);
-        if (at + 4 > file_len || fmt_pread_all(fd, h, at + 6 <= file_len ? 6 : 4, at) < 0)
-            break;
-        if (fmt_get32(h) == FMT_SKIP_JOURNAL)
-            return bs_hint;
-        if (at + 6 <= file_len && fmt_get32(h) == FMT_LZ4_MAGIC && h[4] == 0x7C &&
-            h[5] == (uint8_t)(fmt_bd_code(bs_hint) << 4))
-            return bs_hint;
-    }
-    return bs_hint && fmt2_tail_item(fd, file_len, bs_hint) ? bs_hint : 0;
 }
 
 void fmt2_recovery_free(fmt2_recovery *r)

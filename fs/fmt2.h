@@ -218,6 +218,11 @@ typedef struct {
 /* Takes slots while their frames parse; a frame with a bad block checksum is kept when a
  * good frame follows it (it reads as EIO), dropped as a torn tail when it is the last. */
 fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out);
+/* Parses the frame of slot i (buf: a slot's worth of bytes); FMT_ERR_CORRUPT when there is
+ * none. *padded: the padding that a slot followed by another one carries is there, reaching
+ * exactly the next slot. verify: the block and content checksums hold. */
+fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
+                         uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded);
 
 /* What opening a file found, and did when it may write: the one recovery of version 2
  * files, shared by the daemon's open and fsck. */
@@ -251,14 +256,15 @@ fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32
                        fmt2_recovery *r);
 void fmt2_recovery_free(fmt2_recovery *r);
 
-/* A version 2 file whose marker never reached the disk: head (its first 59 bytes) reads as
- * zeros, the write that made the file lost to a power loss that kept later ones, and a
- * version 2 file lies behind it (a footer at EOF, a whole frame in slot 0, the header of a
- * version 2 frame or a journal of block size bs_hint at one of the first
- * FMT2_LOST_MARKER_SLOTS slots, a whole journal or footer in the last two slots' worth of
- * bytes, or the head of one that a torn write cut at the end of the file).
+/* A version 2 file whose marker never reached the disk (fmt2_lost.c): head (its first 59
+ * bytes) reads as zeros, the write that made the file lost to a power loss that kept later
+ * ones, and a version 2 file lies behind it (a footer at EOF, a whole frame in slot 0, and
+ * for block size bs_hint: the head of a frame, a hole run or a journal at one of the first
+ * FMT2_LOST_MARKER_SLOTS slots or of the last two slots' worth of bytes; there, a whole
+ * journal or footer, the head of one that a torn write cut at the end of the file, or a
+ * padding header that reaches a slot boundary behind a frame's or hole's end).
  * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
-#define FMT2_LOST_MARKER_SLOTS 16u            /* slots looked at for a frame or journal */
+#define FMT2_LOST_MARKER_SLOTS 16u            /* first slots looked at for a head */
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
 /* The marker of a file of this version (2 or 3) and block size bs in the store whose uuid
  * is given. */

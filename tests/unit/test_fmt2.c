@@ -1526,6 +1526,24 @@ static void test_lost_marker(void **state)
     assert_int_equal(lost_with(ft, sizeof(ft), 1536 - 40, 40, 0), BS);
     /* the whole journal, wherever the file ends */
     assert_int_equal(lost_with(jb, len, 1022, len, 3), BS);
+    /* slot heads: a frame's, a hole run's (BD 4 MiB), five bytes of one at a sector's end;
+     * at slot 20 too, when it is among the last slots of the file */
+    uint8_t h[FMT2_HOLE_HEAD];
+    fmt2_run_head(h, BS, 3);
+    assert_int_equal(lost_with(h, sizeof(h), s1, sizeof(h), 0), BS);
+    assert_int_equal(lost_with(j.f1, j.l1, s1, 6, 0), BS);
+    assert_int_equal(lost_with(h, sizeof(h), s7, 5, 0), BS);
+    assert_int_equal(lost_with(h, sizeof(h), s7, 5, 1), 0);
+    assert_int_equal(lost_with(h, sizeof(h), fmt2_slot_off(BS, 20), sizeof(h), 100), BS);
+    /* a hole's end and the padding header that reaches the next slot (the write between two
+     * holes), and the same padding ending elsewhere */
+    uint8_t end[FMT2_HOLE_TAIL + 8];
+    uint32_t zs = fmt2_zero_sum(BS);
+    fmt_put32(end, zs), fmt_put32(end + 4, 0), fmt_put32(end + 8, zs);
+    fmt_put32(end + 12, FMT_SKIP_PAD), fmt_put32(end + 16, 25);
+    uint64_t s13 = fmt2_slot_off(BS, 13);
+    assert_int_equal(lost_with(end, sizeof(end), s13 - 45, sizeof(end), 0), BS);
+    assert_int_equal(lost_with(end, sizeof(end), s13 - 44, sizeof(end), 0), 0);
     /* what is not told from a foreign file: less than magic and size (FORMAT.md 14, item 7);
      * an end off a sector boundary, which no torn write leaves; a head whose flags or entry
      * count are not a journal's */

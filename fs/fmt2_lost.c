@@ -1,0 +1,149 @@
+/* A version 2 file whose marker a power loss took (docs/FORMAT.md 11.4 step 0): the write
+ * that made the file, its marker in it, never reached the disk, and some later ones did, one
+ * perhaps torn at a sector boundary. What is left says what the file was: a footer at its
+ * end, a whole frame in slot 0, the head of a frame, a hole run or a journal at a slot start,
+ * a journal or footer near the end, whole or cut by it, or the end of a frame or hole and the
+ * padding header that reaches the next slot. A foreign file that begins with 59 zero bytes
+ * and holds one of these is taken for an own file: only a version 2 writer makes them. */
+#include "fmt2.h"
+
+#include <stdlib.h>
+#include <xxhash.h>
+
+#define FMT2_LOST_HEAD 6u                    /* magic, FLG and BD of a slot's frame */
+
+/* Whether a slot begins with h (avail bytes of it before the end of the file, torn_end: the
+ * file ends at a sector boundary, where a torn write stops): a frame of block size bs, a hole
+ * run (BD 4 MiB whatever bs, 9.5.1), or a journal (the first half of a footer pair's journal
+ * area begins where the next slot would, 9.10). A slot begins at least 5 bytes before a
+ * sector boundary (59 + k * 64 mod 512), so a torn write there keeps magic and FLG. */
+static int fmt2_slot_head(const uint8_t *h, size_t avail, int torn_end, uint32_t bs)
+{
+    if (avail >= 4 && fmt_get32(h) == FMT_SKIP_JOURNAL)
+        return 1;
+    if (avail < 5 || fmt_get32(h) != FMT_LZ4_MAGIC || h[4] != 0x7C)
+        return 0;
+    if (avail == 5)
+        return torn_end;
+    return h[5] == (uint8_t)(fmt_bd_code(bs) << 4) || h[5] == 0x70;
+}
+
+/* Whether slot i of block size bs begins with a head fmt2_slot_head takes. */
+static int fmt2_slot_says(int fd, uint64_t file_len, uint32_t bs, uint64_t i)
+{
+    uint8_t h[FMT2_LOST_HEAD];
+    uint64_t at = fmt2_slot_off(bs, i);
+    if (at + 4 > file_len)
+        return 0;
+    size_t avail = file_len - at < sizeof(h) ? (size_t)(file_len - at) : sizeof(h);
+    return fmt_pread_all(fd, h, avail, at) == 0 &&
+           fmt2_slot_head(h, avail, file_len % 512 == 0, bs);
+}
+
+/* Whether b (n bytes, ending at the end of the file, file_len) holds at p the first part of
+ * a journal or footer that a torn write cut: the write ran past the end, the file ends at a
+ * sector boundary, and what is left of the head fits (9.6, 9.7). */
+static int fmt2_torn_item(const uint8_t *b, size_t n, size_t p, uint64_t file_len)
+{
+    uint32_t magic = fmt_get32(b + p);
+    uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
+    if (file_len % 512 || p + len <= n)
+        return 0;
+    if (magic == FMT_SKIP_FOOTER2)
+        return len == FMT2_FOOTER_LEN;
+    if (magic != FMT_SKIP_JOURNAL || len < 28)
+        return 0;
+    if (p + 24 > n)                    /* seq, entry count and flags torn off too */
+        return 1;
+    return fmt_get32(b + p + 20) == 0 && 16 * (uint64_t)fmt_get32(b + p + 16) <= len - 28;
+}
+
+/* Whether b holds at p, at offset `at` of the file, a whole journal or footer (each
+ * checksummed), the head of one cut by the end of the file, or a padding header that reaches
+ * a slot boundary behind the end of a raw frame or a hole (9.3, 9.5: block checksum, EndMark,
+ * content checksum, equal for raw data): what a commit writes at its tail, or the write
+ * between two holes. */
+static int fmt2_tail_says(const uint8_t *b, size_t n, size_t p, uint64_t at, uint64_t file_len,
+                          uint32_t bs)
+{
+    uint32_t magic = fmt_get32(b + p);
+    uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
+    if (magic == FMT_SKIP_PAD) {
+        uint64_t end = at + len;
+        return p >= FMT2_HOLE_TAIL && end > FMT_MARKER_LEN &&
+               (end - FMT_MARKER_LEN) % fmt2_slot_len(bs) == 0 && fmt_get32(b + p - 12) != 0 &&
+               fmt_get32(b + p - 8) == 0 && fmt_get32(b + p - 12) == fmt_get32(b + p - 4);
+    }
+    if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16)
+        return 0;
+    return p + len > n ? fmt2_torn_item(b, n, p, file_len)
+                       : fmt_get32(b + p + len - 4) == XXH32(b + p + 8, (size_t)len - 12, 0);
+}
+
+/* Whether the last two slots' worth of the file holds what fmt2_tail_says takes: the write
+ * that set the file's length, kept by a power loss that lost the rest. */
+static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
+{
+    uint64_t w = 2 * fmt2_slot_len(bs), from = file_len > FMT_MARKER_LEN + w ? file_len - w
+                                                                               : FMT_MARKER_LEN;
+    if (file_len <= from + 8)
+        return 0;
+    size_t n = (size_t)(file_len - from);
+    uint8_t *b = malloc(n);
+    int found = 0;
+    if (!b || fmt_pread_all(fd, b, n, from) < 0) {
+        free(b);
+        return 0;
+    }
+    for (size_t p = 0; !found && p + 8 <= n; p++)
+        found = fmt2_tail_says(b, n, p, from + p, file_len, bs);
+    free(b);
+    return found;
+}
+
+/* Whether a slot start among the first FMT2_LOST_MARKER_SLOTS, or among those of the last
+ * two slots' worth of the file, begins with a head fmt2_slot_head takes. */
+static int fmt2_slot_heads(int fd, uint64_t file_len, uint32_t bs)
+{
+    uint64_t n = file_len > FMT_MARKER_LEN ? (file_len - FMT_MARKER_LEN) / fmt2_slot_len(bs) + 1
+                                           : 0;
+    for (uint64_t i = 0; i < n && i < FMT2_LOST_MARKER_SLOTS; i++)
+        if (fmt2_slot_says(fd, file_len, bs, i))
+            return 1;
+    for (uint64_t i = n > 3 ? n - 3 : 0; i < n; i++)
+        if (i >= FMT2_LOST_MARKER_SLOTS && fmt2_slot_says(fd, file_len, bs, i))
+            return 1;
+    return 0;
+}
+
+uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint)
+{
+    for (size_t i = 0; i < FMT_MARKER_LEN; i++)
+        if (head[i])
+            return 0;
+    /* bs_hint first, then the other block sizes, each once */
+    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0;
+    for (uint32_t bs = 64u << 10; bs <= 4u << 20; bs <<= 2)
+        if (bs != bs_hint)
+            sizes[n_sizes++] = bs;
+    fmt2_footer ft;
+    for (uint32_t k = 0; k < n_sizes; k++)
+        if (fmt2_footer_read(fd, file_len, sizes[k], &ft) == FMT_OK)
+            return sizes[k];
+    for (uint32_t k = 0; k < n_sizes; k++) {
+        uint8_t *buf = malloc(fmt2_slot_len(sizes[k]));
+        uint32_t len = 0, flen = 0;
+        int padded;
+        int ok = buf && fmt2_scan_slot(fd, file_len, sizes[k], 0, 1, buf, &len, &flen,
+                                       &padded) == FMT_OK;
+        free(buf);
+        if (ok)
+            return sizes[k];
+    }
+    /* slot 0 torn or lost too: what is left elsewhere, of the store's block size, says what
+     * the file was (the walk then keeps the blocks before the first slot that is not whole:
+     * none) */
+    int says = bs_hint && (fmt2_slot_heads(fd, file_len, bs_hint) ||
+                           fmt2_tail_item(fd, file_len, bs_hint));
+    return says ? bs_hint : 0;
+}
