@@ -12,7 +12,10 @@
       the empty store BASE: for a crash point, every file gets all it was sent before its
       last sync, then any subset of what came after, in order (a write that is kept brings
       the earlier writes to the same 4 KiB pages with it, as the page cache writes a page
-      whole), one write possibly torn at a 512-byte boundary of the device. Opens each state as the daemon does (PLCHECK) and checks that every
+      whole), one write possibly torn at a 512-byte boundary of the device; with --lose-one,
+      states that lose one truncate, fallocate or write alone; with --keep-one N, up to N states
+      that keep one write alone (torn when it spans a sector boundary) of all its file's
+      calls since the file's last sync. Opens each state as the daemon does (PLCHECK) and checks that every
       file opens and reads (after the automatic repair), that every record is one that was
       written there and is not older than what an acknowledged fsync promised, that the size
       is one the writer made possible, and that `lz4 -d` of the backing file gives the same
@@ -344,13 +347,13 @@ def with_page_mates(ops, tail, chosen):
     return sorted(keep)
 
 
-def tear(rnd):
+def tear(rnd, kept=False):
     """A torn write: the disk wrote its sectors up to a 512-byte boundary of the device and
-    not the rest (a write within one sector is whole or not at all)."""
+    not the rest (a write within one sector is whole or not at all; kept: whole)."""
     def keep(data, off):
         cuts = list(range((off // 512 + 1) * 512, off + len(data), 512))
         if not cuts:
-            return None if rnd.random() < 0.5 else (off, data)
+            return None if not kept and rnd.random() < 0.5 else (off, data)
         return off, data[:rnd.choice(cuts) - off]
     return keep
 
@@ -375,6 +378,44 @@ def lost_alone(ops, rnd):
             for _ in range(2):
                 specs.append((rnd.randint(later[0] + 1, end), "lose-one", f))
     return specs
+
+
+def lost_write_alone(ops):
+    """Crash points for states that lose one write alone and keep every other unsynced call
+    of its file up to that file's next write, which they keep too: the disk wrote the later
+    write first (a slot rewritten, and the journal and footer before it lost). Only where
+    the two writes share no 4 KiB page: the page cache writes a page whole."""
+    specs, by_file = [], {}
+    for i, op in enumerate(ops):
+        by_file.setdefault(op[2], []).append(i)
+    for idx in by_file.values():
+        for a, j in enumerate(idx):
+            if ops[j][0] != PL_WRITE:
+                continue
+            k = next((k for k in idx[a + 1:] if ops[k][0] in (PL_WRITE, PL_SYNC)), None)
+            if k is not None and ops[k][0] == PL_WRITE and not pages(ops[k]) & pages(ops[j]):
+                specs.append((k + 1, "lose-one", j))
+    return specs
+
+
+def kept_alone(ops, rnd, cap):
+    """Crash points for states that keep one write alone (torn at a sector boundary when it
+    spans one) of its file's calls since that file's last sync, and lose the rest, the
+    earlier ones too (the disk wrote that one first): a slot rewritten in place under a
+    footer that does not know of it, a journal without the marker of a file never synced.
+    Only writes that have earlier calls of their file to lose; at most cap of them, at
+    random."""
+    pending, cands = {}, []
+    for i, op in enumerate(ops):
+        p = op[2]
+        if op[0] == PL_SYNC:
+            pending[p] = 0
+            continue
+        if op[0] == PL_WRITE and pending.get(p, 0):
+            cands.append(i)
+        pending[p] = pending.get(p, 0) + 1
+    rnd.shuffle(cands)
+    return [(j + 1, "keep-one", j) for j in sorted(cands[:cap])]
 
 
 class StateMaker:
@@ -407,12 +448,16 @@ class StateMaker:
             tail = [j for j in self.pending.get(p, []) if ops[j][0] != PL_SYNC]
             if mode == "lose-one":
                 chosen = [j for j in tail if j != drop]
+            elif mode == "keep-one":
+                chosen = with_page_mates(ops, tail, [drop]) if drop in tail else []
             else:
                 keep_p = {"none": 0.0, "all": 1.0, "half": 0.5}.get(mode, rnd.random())
                 chosen = with_page_mates(ops, tail, [j for j in tail if rnd.random() < keep_p])
             torn_at = rnd.choice(chosen) if mode == "torn" and chosen else None
+            if mode == "keep-one" and drop in chosen:
+                torn_at = drop
             for j in chosen:
-                apply(img, ops[j], tear(rnd) if j == torn_at else None)
+                apply(img, ops[j], tear(rnd, mode == "keep-one") if j == torn_at else None)
             os.makedirs(os.path.dirname(os.path.join(state, p)) or state, exist_ok=True)
             with open(os.path.join(state, p), "wb") as fh:
                 fh.write(img)
@@ -482,9 +527,11 @@ def check(a):
     specs = [(c, rnd.choice(modes), None) for c in crash_points(ops, a.states, rnd)]
     n_lose = 0
     if a.lose_one:
-        lose = lost_alone(ops, random.Random(a.seed + 1))
+        lose = lost_alone(ops, random.Random(a.seed + 1)) + lost_write_alone(ops)
         n_lose = len(lose)
         specs += lose
+    kept = kept_alone(ops, random.Random(a.seed + 2), a.keep_one)
+    specs += kept
     specs.sort(key=lambda x: (x[0], x[2] is not None))
     maker = StateMaker(ops, hist)
     found, n_states, n_files = {}, 0, 0
@@ -531,16 +578,17 @@ def check(a):
             if a.keep:
                 shutil.rmtree(state + ".pre", ignore_errors=True)
                 shutil.copytree(state, state + ".pre")
-            what = mode if drop is None else "call %d lost alone" % drop
+            what = mode if drop is None else "call %d %s alone" % (
+                drop, "kept" if mode == "keep-one" else "lost")
             where = "state %d (crash point %d/%d, %s)" % (n_states, c, len(ops), what)
             n_files += len(files)
             busy[k] = (n_states, pool.submit(check_worker, state, out, files, tc, where))
         for k in range(jobs):
             settle(k)
     failures = [f for n in sorted(found) for f in found[n]]
-    print("powerloss: %d recorded calls, %d states (%d of them lose one call alone), "
-          "%d file checks, %d failures (%d workers)" % (len(ops), n_states, n_lose, n_files,
-                                                       len(failures), jobs))
+    print("powerloss: %d recorded calls, %d states (%d of them lose one call alone, %d keep "
+          "one write alone), %d file checks, %d failures (%d workers)" % (
+              len(ops), n_states, n_lose, len(kept), n_files, len(failures), jobs))
     for f in failures[:20]:
         print("  " + f)
     return 1 if failures else 0
@@ -578,7 +626,10 @@ def main():
     c.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="states checked at once (default: the number of cores)")
     c.add_argument("--lose-one", action="store_true",
-                   help="also states that lose one fallocate or truncate alone (lost_alone)")
+                   help="also states that lose one fallocate, truncate or write alone "
+                   "(lost_alone, lost_write_alone)")
+    c.add_argument("--keep-one", type=int, default=0, metavar="N",
+                   help="also up to N states that keep one write alone (kept_alone)")
     a = ap.parse_args()
     return workload(a) if a.cmd == "workload" else check(a)
 
