@@ -23,10 +23,11 @@ done
 BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 # The Linux tree (when installed) is copied once, in the normal pass: under the sanitizers it
 # would only take longer to find nothing new. The power-loss states likewise: the normal pass
-# checks about 4,200 of them for what they keep (1,800 random ones and every state that loses
-# one call alone); here 400 random ones (version 3 files, 100 a workload, every kind of
-# workload) run the same repair code under the sanitizers. The order of the writes, which
-# the states that lose one call test, is the same code with or without them. The benchmark
+# checks about 7,500 of them for what they keep (1,800 random ones, and every state that
+# loses one call alone or keeps one write alone); here 400 random ones (version 3 files, 100
+# a workload, every kind of workload) run the same repair code under the sanitizers. The
+# order of the writes, which the states that lose or keep one call test, is the same code
+# with or without them. The benchmark
 # driver's test (t_bench) runs in the normal pass only: its daemon calls are those of the
 # other tests, and its own code is a measuring tool. This keeps the whole of this script
 # under 40 minutes on 2 cores.
