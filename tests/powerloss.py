@@ -12,14 +12,15 @@
       the empty store BASE: for a crash point, every file gets all it was sent before its
       last sync, then any subset of what came after, in order (a write that is kept brings
       the earlier writes to the same 4 KiB pages with it, as the page cache writes a page
-      whole), one write possibly torn at a 512-byte boundary of the device; with --lose-one,
-      states that lose one truncate, fallocate or write alone; with --keep-one N, up to N states
-      that keep one write alone (torn when it spans a sector boundary) of all its file's
-      calls since the file's last sync. Opens each state as the daemon does (PLCHECK) and checks that every
-      file opens and reads (after the automatic repair), that every record is one that was
-      written there and is not older than what an acknowledged fsync promised, that the size
-      is one the writer made possible, and that `lz4 -d` of the backing file gives the same
-      bytes. Prints a summary; exits 1 on any failure, naming the state and the file.
+      whole), one write possibly torn at a 512-byte boundary of the device; with
+      --lose-one, states that lose one truncate, fallocate or write alone; with --keep-one
+      N, up to N states that keep one write alone (torn when it spans a sector boundary) of
+      all its file's calls since the file's last sync. Opens each state as the daemon does
+      (PLCHECK) and checks that every file opens and reads (after the automatic repair),
+      that every record is one that was written there and is not older than what an
+      acknowledged fsync promised, that the size is one the writer made possible, and that
+      `lz4 -d` of the backing file gives the same bytes. Prints a summary; exits 1 on any
+      failure, naming the state and the file.
 """
 import argparse, concurrent.futures, ctypes, functools, json, multiprocessing, os, random
 import shutil, struct, subprocess, sys, time, zlib
