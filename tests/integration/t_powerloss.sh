@@ -14,9 +14,11 @@
 # lose one fallocate (a punch, a reservation) or one truncate alone and keep every later call
 # of its file up to that file's next sync: the backing filesystem commits changes of extents
 # and sizes in its journal, while an overwrite of allocated blocks reaches the disk on its
-# own. And states that keep one write alone of a file's calls since its last sync and lose
-# the rest (the disk wrote that one first), torn when it spans a sector boundary. Each state
-# is opened with the daemon's own open and repair (tests/plcheck.c); every
+# own; states that lose one write alone and keep the next write of its file, on other pages
+# (the disk wrote that one first: a slot rewritten, the journal and footer before it lost);
+# and states that keep one write alone of a file's calls since its last sync and lose the
+# rest, torn when it spans a sector boundary. Each state is opened with the daemon's own open
+# and repair (tests/plcheck.c); every
 # file must open and read, every record in it must be one written there, never older than an
 # acknowledged fsync promised, its size one the writers made possible, and `lz4 -d` must give
 # the same bytes.
