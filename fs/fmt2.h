@@ -262,7 +262,8 @@ void fmt2_recovery_free(fmt2_recovery *r);
  * for block size bs_hint: the head of a frame, a hole run or a journal at one of the first
  * FMT2_LOST_MARKER_SLOTS slots or of the last two slots' worth of bytes; there, a whole
  * journal or footer, the head of one that a torn write cut at the end of the file, or a
- * padding header that reaches a slot boundary behind a frame's or hole's end).
+ * padding header that reaches a slot boundary behind a frame's or hole's end; or the end
+ * of a hole that is the last block, at the end of the file).
  * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
 #define FMT2_LOST_MARKER_SLOTS 16u            /* first slots looked at for a head */
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);

@@ -2,8 +2,8 @@
  * that made the file, its marker in it, never reached the disk, and some later ones did, one
  * perhaps torn at a sector boundary. What is left says what the file was: a footer at its
  * end, a whole frame in slot 0, the head of a frame, a hole run or a journal at a slot start,
- * a journal or footer near the end, whole or cut by it, or the end of a frame or hole and the
- * padding header that reaches the next slot. A foreign file that begins with 59 zero bytes
+ * a journal or footer near the end, whole or cut by it, the end of a frame or hole and the
+ * padding header that reaches the next slot, or the end of a hole that is the last block. A foreign file that begins with 59 zero bytes
  * and holds one of these is taken for an own file: only a version 2 writer makes them. */
 #include "fmt2.h"
 
@@ -101,6 +101,23 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
     return found;
 }
 
+/* Whether the file ends with the end of a hole that is its last block (9.5: block checksum,
+ * EndMark, content checksum, both the XXH32 of the hole's zeros, no padding after it): the
+ * bytes between the last slot's 19-byte head and these 12 are the hole's length. */
+static int fmt2_last_hole_end(int fd, uint64_t file_len, uint32_t bs)
+{
+    uint8_t e[FMT2_HOLE_TAIL];
+    if (file_len < fmt2_slot_off(bs, 0) + FMT2_HOLE_HEAD + 1 + sizeof(e))
+        return 0;
+    uint64_t k = (file_len - FMT_MARKER_LEN - 1) / fmt2_slot_len(bs);
+    uint64_t data = fmt2_slot_off(bs, k) + FMT2_HOLE_HEAD, end = file_len - sizeof(e);
+    if (end <= data || end - data > bs || fmt_pread_all(fd, e, sizeof(e), end) < 0)
+        return 0;
+    uint32_t sum = fmt_get32(e);
+    return fmt_get32(e + 4) == 0 && fmt_get32(e + 8) == sum &&
+           sum == fmt2_zero_sum((uint32_t)(end - data));
+}
+
 /* Whether a slot start among the first FMT2_LOST_MARKER_SLOTS, or among those of the last
  * two slots' worth of the file, begins with a head fmt2_slot_head takes. */
 static int fmt2_slot_heads(int fd, uint64_t file_len, uint32_t bs)
@@ -144,6 +161,7 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
      * the file was (the walk then keeps the blocks before the first slot that is not whole:
      * none) */
     int says = bs_hint && (fmt2_slot_heads(fd, file_len, bs_hint) ||
-                           fmt2_tail_item(fd, file_len, bs_hint));
+                           fmt2_tail_item(fd, file_len, bs_hint) ||
+                           fmt2_last_hole_end(fd, file_len, bs_hint));
     return says ? bs_hint : 0;
 }

@@ -1544,6 +1544,13 @@ static void test_lost_marker(void **state)
     uint64_t s13 = fmt2_slot_off(BS, 13);
     assert_int_equal(lost_with(end, sizeof(end), s13 - 45, sizeof(end), 0), BS);
     assert_int_equal(lost_with(end, sizeof(end), s13 - 44, sizeof(end), 0), 0);
+    /* the end of a hole of 44,672 bytes that is the last block (no padding after it), and
+     * the same 12 bytes one byte further on (the checksum is of another length) */
+    zs = fmt2_zero_sum(44672);
+    fmt_put32(end, zs), fmt_put32(end + 8, zs);
+    uint64_t hole_end = fmt2_slot_off(BS, 2) + FMT2_HOLE_HEAD + 44672;
+    assert_int_equal(lost_with(end, FMT2_HOLE_TAIL, hole_end, FMT2_HOLE_TAIL, 0), BS);
+    assert_int_equal(lost_with(end, FMT2_HOLE_TAIL, hole_end + 1, FMT2_HOLE_TAIL, 0), 0);
     /* what is not told from a foreign file: less than magic and size (FORMAT.md 14, item 7);
      * an end off a sector boundary, which no torn write leaves; a head whose flags or entry
      * count are not a journal's */
