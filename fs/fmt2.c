@@ -695,12 +695,48 @@ static fmt_error fmt2_settle(int fd, fmt2_recovery *r)
     return FMT_OK;
 }
 
+/* Punches the data of every slot before block n whose frame is a hole's (raw, its block
+ * checksum that of its length's zeros: only the writer of a hole makes that head and end)
+ * but whose data are not zeros: a power loss kept the head and end of a hole written over
+ * a block, and lost its punch (FORMAT.md 11.4 step 1a). Returns how many, or -1. */
+static int64_t fmt2_repunch_holes(int fd, uint64_t file_len, uint32_t bs, uint64_t n)
+{
+    uint8_t *buf = malloc(fmt2_slot_len(bs));
+    int64_t done = buf ? 0 : -1;
+    for (uint64_t i = 0; done >= 0 && i < n; i++) {
+        uint32_t len = 0, flen = 0, word = 0;
+        uint64_t at = fmt2_slot_off(bs, i), avail = fmt2_slot_len(bs);
+        int padded;
+        if (avail > file_len - at)     /* what scan_slot read of it */
+            avail = file_len - at;
+        if (fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, &flen, &padded) !=
+                FMT_ERR_CHECKSUM ||
+            fmt2_frame_parse(buf, avail, bs, 0, &len, &word, &flen) != FMT_OK ||
+            !(word & FMT_RAW_BIT) ||
+            fmt_get32(buf + FMT2_HOLE_HEAD + len) != fmt2_zero_sum(len))
+            continue;
+        if (fmt2_zero(fd, at + FMT2_HOLE_HEAD, len) < 0)
+            done = -1;
+        else
+            done++;
+    }
+    free(buf);
+    return done;
+}
+
 static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery *r)
 {
     fmt2_scan_result sr;
     fmt_error err = fmt2_scan(fd, r->file_len, bs, 1, &sr);
     if (err != FMT_OK)
         return err;
+    if (write && sr.bad_blocks) {
+        int64_t punched = fmt2_repunch_holes(fd, r->file_len, bs, sr.n_blocks);
+        if (punched < 0 || (punched > 0 && fdatasync(fd) < 0))
+            return FMT_ERR_IO;
+        if (punched > 0 && (err = fmt2_scan(fd, r->file_len, bs, 1, &sr)) != FMT_OK)
+            return err;
+    }
     r->torn = 1, r->bad_blocks = sr.bad_blocks;
     r->cut = r->file_len > sr.valid_end ? r->file_len - sr.valid_end : 0;
     uint8_t h[4];                      /* a damaged footer right after the slots is replaced,

@@ -941,6 +941,34 @@ static void test_scan_bad_blocks(void **state)
     scase_free(&c);
 }
 
+/* A hole written over a block whose punch a power loss lost: its head and end over the old
+ * data. The walk of a recovery that writes punches them (a bad block before); one that does
+ * not write leaves it a bad block (FORMAT.md 11.4 step 1a). */
+static void test_recover_lost_punch(void **state)
+{
+    scase c;
+    scase_new(&c);
+    assert_int_equal(fmt2_write_hole_run(c.fd, BS, 1, 2, fmt2_zero_sum(BS), 0), 0);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 1);
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, &r), FMT_OK);
+    assert_int_equal(r.bad_blocks, 1);
+    fmt2_recovery_free(&r);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(r.bad_blocks, 0);
+    assert_int_equal(r.ft.n_blocks, SC_N);
+    assert_int_equal(r.ft.size, c.size);
+    fmt2_recovery_free(&r);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
+    uint8_t *got = malloc(BS), *zeros = calloc(1, BS);
+    assert_int_equal(fmt_pread_all(c.fd, got, BS, fmt2_slot_off(BS, 1) + FMT2_HOLE_HEAD), 0);
+    assert_memory_equal(got, zeros, BS);
+    free(got);
+    free(zeros);
+    scase_free(&c);
+    (void)state;
+}
+
 /* A footer of n blocks, size bytes, ending the slots at end; then the stock decoder must
  * read the whole file as size zero bytes. */
 static void decodes_to_zeros(int fd, const char *path, uint64_t n, uint64_t size, uint64_t end)
@@ -1587,6 +1615,7 @@ int main(void)
         cmocka_unit_test(test_scan_missing_padding),
         cmocka_unit_test(test_scan_torn_content_sum),
         cmocka_unit_test(test_scan_bad_blocks),
+        cmocka_unit_test(test_recover_lost_punch),
         cmocka_unit_test(test_holes_sparse),
         cmocka_unit_test(test_hole_runs),
         cmocka_unit_test(test_rewrite_slot_footer),
