@@ -3,8 +3,9 @@
  * perhaps torn at a sector boundary. What is left says what the file was: a footer at its
  * end, a whole frame in slot 0, the head of a frame, a hole run or a journal at a slot start,
  * a journal or footer near the end, whole or cut by it, the end of a frame or hole and the
- * padding header that reaches the next slot, or the end of a hole that is the last block. A foreign file that begins with 59 zero bytes
- * and holds one of these is taken for an own file: only a version 2 writer makes them. */
+ * padding header that reaches the next slot, or the end of a hole that is the last block. A
+ * foreign file that begins with 59 zero bytes and holds one of these is taken for an own
+ * file: only a version 2 writer makes them. */
 #include "fmt2.h"
 
 #include <stdlib.h>
