@@ -183,7 +183,18 @@ static void eng_account(eng_ctx *eng, const eng_job *j)
     eng->n.bytes_out += j->out_len < j->len ? j->out_len : j->len;
 }
 
-/* Tells each task's caller that it is done. Takes the engine lock. */
+/* A ticket's continuation, outside the engine lock; its waiter wakes after it. */
+static void eng_run_then(eng_ctx *eng, eng_ticket *c)
+{
+    c->then(c->then_arg);
+    pthread_mutex_lock(&eng->lock);
+    if (--c->pending == 0)
+        pthread_cond_signal(&c->done);
+    pthread_mutex_unlock(&eng->lock);
+}
+
+/* Tells each task's caller that it is done, and runs the continuation of a ticket whose
+ * last job this was. Takes the engine lock. */
 static void eng_finish(eng_ctx *eng, const eng_brick *b)
 {
     for (uint32_t i = 0; i < b->n; i++)
@@ -195,13 +206,19 @@ static void eng_finish(eng_ctx *eng, const eng_brick *b)
         eng->n.bricks_sw++;
         eng->n.blocks_sw += b->n;
     }
+    eng_ticket *then[ENG_MAX_BRICK];
+    uint32_t n_then = 0;
     pthread_mutex_lock(&eng->lock);
     for (uint32_t i = 0; i < b->n; i++) {
         eng_ticket *c = b->tasks[i].call;
         if (--c->pending == 0)
             pthread_cond_signal(&c->done);
+        else if (c->pending == 1 && c->then)
+            then[n_then++] = c;        /* only its continuation is left */
     }
     pthread_mutex_unlock(&eng->lock);
+    for (uint32_t i = 0; i < n_then; i++)
+        eng_run_then(eng, then[i]);
 }
 
 static void eng_sw_done(void *arg, eng_brick *b) { eng_finish(arg, b); }
@@ -651,18 +668,28 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
     pthread_mutex_unlock(&eng->lock);
 }
 
-void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
+void eng_submit_then(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t, eng_then_fn then,
+                     void *arg)
 {
-    t->pending = n_jobs;
+    t->then = then, t->then_arg = arg;
+    t->pending = n_jobs + (then != NULL);
     for (size_t i = 0; i < n_jobs; i++)
         jobs[i].sums_done = 0;         /* whatever a reused job said, these are not done */
     pthread_cond_init(&t->done, NULL);
-    if (n_jobs == 0)
+    if (n_jobs == 0) {
+        if (then)
+            eng_run_then(eng, t);
         return;
+    }
     if (eng->ops)
         eng_compress_card(eng, jobs, n_jobs, t);
     else
         eng_compress_sw(eng, jobs, n_jobs, t);
+}
+
+void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t)
+{
+    eng_submit_then(eng, jobs, n_jobs, t, NULL, NULL);
 }
 
 void eng_wait(eng_ctx *eng, eng_ticket *t)

@@ -94,10 +94,17 @@ typedef struct {
                                           written-off run may still read them */
 } eng_stats;
 
+/* Run by eng_submit_then's ticket once its last job is done, on the thread that finished it
+ * (a pool thread, or the submitting thread when the engine compressed the jobs inline). */
+typedef void (*eng_then_fn)(void *arg);
+
 /* The caller's handle on jobs submitted with eng_submit; lives as long as they do. */
 typedef struct {
-    size_t pending;                    /* jobs not finished yet (under the engine's lock) */
+    size_t pending;                    /* jobs not finished yet, plus one for a continuation
+                                          not yet run (under the engine's lock) */
     pthread_cond_t done;               /* signalled when pending reaches 0 */
+    eng_then_fn then;                  /* the continuation, or NULL */
+    void *then_arg;
 } eng_ticket;
 
 /* Output capacity a job of len bytes needs. */
@@ -114,6 +121,11 @@ void eng_compress(eng_ctx *eng, eng_job *jobs, size_t n_jobs);
  * thread is busy); eng_wait returns when all of them are done. The jobs, their buffers and
  * the ticket must stay untouched until eng_wait returns. */
 void eng_submit(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t);
+/* eng_submit, and then(arg) once every job is done, before eng_wait returns: a caller's
+ * work on the results (writing them out) runs where they were made, while the caller goes
+ * on. then must not wait for this engine. */
+void eng_submit_then(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ticket *t, eng_then_fn then,
+                     void *arg);
 void eng_wait(eng_ctx *eng, eng_ticket *t);
 
 /* Memory for block sources that a card reads where it lies (seed 004's zero-copy host

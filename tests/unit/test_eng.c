@@ -340,6 +340,64 @@ static void test_stats_add_up(void **state)
     eng_close(eng);
 }
 
+/* What a continuation sees: how often it ran, whether every job was done when it did, and
+ * on which thread. */
+typedef struct {
+    eng_job *jobs;
+    size_t n;
+    int runs, all_done;
+    pthread_t thread;
+} then_seen;
+
+static void then_note(void *arg)
+{
+    then_seen *t = arg;
+    t->runs++;
+    t->thread = pthread_self();
+    t->all_done = 1;
+    for (size_t i = 0; i < t->n; i++)
+        t->all_done &= t->jobs[i].out_len != 0xdeadbeef && job_check(&t->jobs[i]) == 0;
+}
+
+/* eng_submit_then: the continuation runs once, after the last job and before eng_wait
+ * returns; on a pool thread when the pool compressed, on the caller's when nothing was
+ * queued; and with no jobs at all, at once. */
+static void test_submit_then(void **state)
+{
+    enum { N = 24, LEN = 65536 };
+    eng_ctx *eng = open_sw(2);
+    uint8_t *src = malloc((size_t)N * LEN);
+    eng_job jobs[N];
+    fill_text(src, (size_t)N * LEN, 5);
+    for (int i = 0; i < N; i++)
+        job_init(&jobs[i], src + (size_t)i * LEN, LEN);
+    then_seen seen = {jobs, N, 0, 0, pthread_self()};
+    eng_ticket t;
+    eng_submit_then(eng, jobs, N, &t, then_note, &seen);
+    eng_wait(eng, &t);
+    assert_int_equal(seen.runs, 1);
+    assert_true(seen.all_done);
+    assert_false(pthread_equal(seen.thread, pthread_self()));  /* 1.5 MiB goes to the pool */
+    eng_job small;
+    job_init(&small, src, 100);       /* small enough to be compressed inline */
+    then_seen one = {&small, 1, 0, 0, 0};
+    eng_submit_then(eng, &small, 1, &t, then_note, &one);
+    eng_wait(eng, &t);
+    assert_int_equal(one.runs, 1);
+    assert_true(one.all_done);
+    assert_true(pthread_equal(one.thread, pthread_self()));
+    then_seen none = {NULL, 0, 0, 0, 0};
+    eng_submit_then(eng, NULL, 0, &t, then_note, &none);
+    assert_int_equal(none.runs, 1);
+    eng_wait(eng, &t);
+    assert_int_equal(none.runs, 1);
+    for (int i = 0; i < N; i++)
+        free(jobs[i].dst);
+    free(small.dst);
+    free(src);
+    eng_close(eng);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_stats_add_up),
         cmocka_unit_test(test_sums),
+        cmocka_unit_test(test_submit_then),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
