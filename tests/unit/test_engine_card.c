@@ -663,7 +663,11 @@ static void test_host_memory_held_while_set_off(void **state)
 {
     (void)state;
     eng_config c = emu_cfg();
-    c.emu_card_mbps = 2;               /* a 64 KiB run takes about 33 ms, past the time-out */
+    c.emu_card_mbps = 0.25;            /* a 64 KiB run takes about 260 ms, far past the
+                                          time-out even when the dispatcher thread waits for
+                                          a core for a while on a loaded machine (at 33 ms the
+                                          run could end before it looked, and nothing was
+                                          written off) */
     c.card_timeout_ms = 5;
     eng_ctx *eng = open_cfg(&c);
     uint8_t *p = eng_host_alloc(eng, BS);
