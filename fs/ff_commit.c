@@ -127,7 +127,10 @@ static int ff_submit(ff_file *f, ff_commit_plan *p)
                 .dst_cap = p->comp_stride, .want_sums = f->version >= FMT_VERSION_2,
                 .src_host = f->blk[i].state == FF_DIRTY && f->blk[i].host};
     }
-    eng_submit(f->env->eng, p->jobs, p->n_jobs, &p->ticket);
+    if (p->bw)
+        ff_brick_submit(f, p);
+    else
+        eng_submit(f->env->eng, p->jobs, p->n_jobs, &p->ticket);
     return 0;
 }
 
@@ -417,9 +420,10 @@ static void ff_commit_failed(ff_file *f, int rc)
                   strerror(errno));
 }
 
-static void ff_batch_drop(ff_env *env, ff_commit_plan *p)
+static void ff_batch_drop(ff_file *f, ff_commit_plan *p)
 {
-    ff_plan_free(env, p);
+    ff_brick_free(f, p);
+    ff_plan_free(f->env, p);
     free(p);
 }
 
@@ -436,7 +440,7 @@ void ff_batch_abandon(ff_file *f)
     while (f->n_batches) {
         ff_commit_plan *p = ff_batch_pop(f);
         eng_wait(f->env->eng, &p->ticket);
-        ff_batch_drop(f->env, p);
+        ff_batch_drop(f, p);
     }
 }
 
@@ -451,7 +455,7 @@ static int ff_batch_finish_one(ff_file *f)
     p->pos = f->phys_end;
     int rc;
     if (f->version >= FMT_VERSION_2) {
-        if ((rc = ff2_stream_write(f, p)) == 0)
+        if ((rc = ff_brick_finish(f, p)) == 0)
             ff_adopt_range(f, p);
     } else {
         rc = ff_write_frames(f, p);
@@ -461,7 +465,7 @@ static int ff_batch_finish_one(ff_file *f)
             ff_adopt(f, p);
     }
     f->mtime_stale = 1;                /* put back at the release (ff_commit says why) */
-    ff_batch_drop(f->env, p);
+    ff_batch_drop(f, p);
     if (rc < 0) {
         ff_commit_failed(f, rc);
         ff_batch_abandon(f);
@@ -509,9 +513,11 @@ static int ff_commit_stream(ff_file *f, ff_commit_plan *p)
     *batch = *p;
     batch->t.n_reveal = 0;             /* pending wrappers are the file's, not this batch's */
     batch->visible = 0;
-    int rc = ff_submit(f, batch);
+    int rc = ff_brick_prepare(f, batch);
+    if (rc == 0)
+        rc = ff_submit(f, batch);
     if (rc < 0) {
-        ff_batch_drop(f->env, batch);
+        ff_batch_drop(f, batch);
         return rc;
     }
     f->batches[f->n_batches++] = batch;

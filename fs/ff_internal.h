@@ -52,6 +52,21 @@
 enum { FF_ZERO = 0, FF_CLEAN, FF_DIRTY };
 
 typedef struct ff_plan_s ff_commit_plan;
+typedef struct ff_brick_s ff_brick;
+
+/* The streaming bricks a pool thread writes where it compressed them (ff_brick.c), in the
+ * order they were submitted; under ff_bricks.lock, never with the file's lock held by a
+ * pool thread. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t moved;              /* a brick reached an end state */
+    ff_brick *ring[FF_MAX_BATCHES];    /* in flight, by seq % FF_MAX_BATCHES */
+    uint64_t seq;                      /* the next brick submitted gets this */
+    uint64_t next;                     /* the brick to write next: none after it is written
+                                          before it is */
+    uint64_t pad_at, pad_end;          /* the slot before the next brick's first ends at
+                                          pad_at and is not padded yet (pad_end 0: it is) */
+} ff_bricks;
 
 /* Why a commit runs: close/flush/fsync, a streaming writer's brick, or the memory budget. */
 enum { FF_COMMIT_FULL = 0, FF_COMMIT_STREAM, FF_COMMIT_MEMORY };
@@ -99,7 +114,7 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
-        readahead_blocks, pair_commits;
+        readahead_blocks, pair_commits, blocks_ahead;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;
@@ -174,6 +189,7 @@ struct ff_file_s {
     ff_commit_plan *batches[FF_MAX_BATCHES];   /* streaming commits in the engine, oldest
                                                   first; they cover consecutive blocks */
     unsigned n_batches;
+    ff_bricks bw;
     uint8_t *zero_comp;                /* a whole zero block, compressed once */
     uint32_t zero_comp_len;
     uint32_t n_dirty;                  /* blocks in FF_DIRTY */
@@ -223,6 +239,8 @@ struct ff_plan_s {
     int full;                          /* not a streaming brick (close, fsync, flush, memory):
                                           its file's last block may go to the tail
                                           compressor */
+    ff_brick *bw;                      /* a streaming brick a pool thread writes; NULL: its
+                                          finish writes it (ff_brick.c) */
 };
 
 /* The format version of a new file: the mount's file_version, else the newest. */
@@ -328,6 +346,20 @@ void ff_unlock_charged(ff_file *f);    /* the thread's fsuid back, then f->lock 
 /* ff_slots.c, ff_pair.c, ff_load2.c: version 2 */
 int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable);
 int ff2_stream_write(ff_file *f, ff_commit_plan *p);
+/* ff_brick.c: streaming bricks written by the thread that compressed them */
+void ff_bricks_init(ff_bricks *b);
+void ff_bricks_destroy(ff_bricks *b);
+/* Under the file's lock, before p's jobs are built: whether a pool thread will write the
+ * brick p (p->bw set) or its finish will (ff2_stream_write). */
+int ff_brick_prepare(ff_file *f, ff_commit_plan *p);
+/* Submits p's jobs; the brick is written once they and the bricks before it are. */
+void ff_brick_submit(ff_file *f, ff_commit_plan *p);
+/* After eng_wait, under the file's lock, in submission order: memory adopts what a pool
+ * thread wrote, or the brick is written here (ff2_stream_write). 0, or the write's error. */
+int ff_brick_finish(ff_file *f, ff_commit_plan *p);
+/* Forgets p's brick (the plan is being freed). */
+void ff_brick_free(ff_file *f, ff_commit_plan *p);
+
 int ff2_load(ff_file *f, uint64_t file_len);
 size_t ff2_new_file(const ff_env *env, uint8_t *out);   /* FMT_MARKER_LEN + FMT2_FOOTER_LEN */
 void ff2_set_new(ff_file *f);

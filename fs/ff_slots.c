@@ -42,8 +42,8 @@ static int ff2_wraps(const ff_commit_plan *p, const eng_job *jb)
 
 /* The frame of a block the engine compressed, with the checksums its thread computed when it
  * did (the writer's thread then only copies, or not even that). */
-static uint8_t *ff2_frame_of_job(const ff_file *f, const ff_commit_plan *p, eng_job *jb,
-                                 uint8_t *out, uint32_t *frame_len)
+uint8_t *ff2_frame_of_job(const ff_file *f, const ff_commit_plan *p, eng_job *jb, uint8_t *out,
+                          uint32_t *frame_len)
 {
     uint32_t raw_sum = jb->sums_done ? jb->src_sum : XXH32(jb->src, jb->len, 0);
     uint32_t comp_sum = !ff2_compressed(jb) ? raw_sum
@@ -695,14 +695,20 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
         rc = ff2_new_tail(f, &fr, t.n, &t.tail);
     if (rc == 0)
         rc = ff2_write_appends(f, &fr, t.n, t.tail);
-    if (rc == 0) {
-        ff2_adopt(f, &fr, &t);
-        if (t.tail > f->v2.eof)        /* nothing was cut: an old journal or pair area
-                                          past the new slots is still there */
-            f->v2.eof = t.tail;
-        f->v2.footerless = 1, f->v2.paired = 0;
-    }
+    if (rc == 0)
+        ff2_stream_adopt(f, &fr, t.n, t.tail, t.tail);
     ff2_frames_free(&fr);
     return rc;
+}
+
+void ff2_stream_adopt(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail,
+                      uint64_t reached)
+{
+    ff2_target t = {n, n * (uint64_t)f->bs, tail, f->v2.fresh, 0, 0, f->v2.fresh};
+    ff2_adopt(f, fr, &t);
+    if (reached > f->v2.eof)           /* nothing was cut: an old journal or pair area past
+                                          the new slots is still there */
+        f->v2.eof = reached;
+    f->v2.footerless = 1, f->v2.paired = 0;
 }
 

@@ -36,6 +36,16 @@ typedef struct {
 
 /* ---- ff_slots.c ---- */
 
+/* The frame of a block the engine compressed for plan p: made where the engine left it
+ * (the plan left room around it), or encoded into out (a block stored raw). Reads no state
+ * of f but its block size. */
+uint8_t *ff2_frame_of_job(const ff_file *f, const ff_commit_plan *p, eng_job *jb, uint8_t *out,
+                          uint32_t *frame_len);
+/* Memory takes the state a streaming brick's slots [.., n) left: no footer, the last slot
+ * ending at tail, the backing file at least reached bytes long. */
+void ff2_stream_adopt(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail,
+                      uint64_t reached);
+
 /* Frame length of stored block i (reads its size word when memory does not know it). */
 int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len);
 /* A padding frame over [at, end) (at least 8 bytes), its payload punched when punch. */

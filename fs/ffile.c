@@ -59,6 +59,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->tail_blocks = env->n.tail_blocks, o->tail_bytes_kept = env->n.tail_bytes_kept;
     o->readahead_blocks = env->n.readahead_blocks;
     o->pair_commits = env->n.pair_commits;
+    o->blocks_ahead = env->n.blocks_ahead;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)
@@ -96,6 +97,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
     pthread_mutex_init(&f->name_lock, NULL);
     pthread_mutex_init(&f->lock, NULL);
     pthread_rwlock_init(&f->io, NULL);
+    ff_bricks_init(&f->bw);
     ff_fds_add(f);
     return f;
 }
@@ -114,6 +116,7 @@ static void ff_free(ff_file *f)
     pthread_mutex_destroy(&f->lock);
     pthread_mutex_destroy(&f->name_lock);
     pthread_rwlock_destroy(&f->io);
+    ff_bricks_destroy(&f->bw);
     free(f->blk);
     free(f->pending);
     free(f->zero_comp);

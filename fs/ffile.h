@@ -157,6 +157,9 @@ typedef struct {
     uint64_t tail_bytes_kept;          /* of their bytes, those carried over, not compressed */
     uint64_t readahead_blocks;         /* blocks decoded ahead of a sequential reader */
     uint64_t pair_commits;             /* durable commits through the footer pair: one sync */
+    uint64_t blocks_ahead;             /* blocks of streaming bricks written by the thread
+                                          that compressed them, or behind a brick their
+                                          writer wrote, not by their writer's commit */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 
