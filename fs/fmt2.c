@@ -704,18 +704,15 @@ static int64_t fmt2_repunch_holes(int fd, uint64_t file_len, uint32_t bs, uint64
     uint8_t *buf = malloc(fmt2_slot_len(bs));
     int64_t done = buf ? 0 : -1;
     for (uint64_t i = 0; done >= 0 && i < n; i++) {
-        uint32_t len = 0, flen = 0, word = 0;
-        uint64_t at = fmt2_slot_off(bs, i), avail = fmt2_slot_len(bs);
+        uint32_t len = 0, flen = 0;
         int padded;
-        if (avail > file_len - at)     /* what scan_slot read of it */
-            avail = file_len - at;
+        /* a checksum that fails comes after the frame parsed: len and the size word hold */
         if (fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, &flen, &padded) !=
                 FMT_ERR_CHECKSUM ||
-            fmt2_frame_parse(buf, avail, bs, 0, &len, &word, &flen) != FMT_OK ||
-            !(word & FMT_RAW_BIT) ||
+            !(fmt_get32(buf + FMT_FRAME_HEADER_LEN) & FMT_RAW_BIT) ||
             fmt_get32(buf + FMT2_HOLE_HEAD + len) != fmt2_zero_sum(len))
             continue;
-        if (fmt2_zero(fd, at + FMT2_HOLE_HEAD, len) < 0)
+        if (fmt2_zero(fd, fmt2_slot_off(bs, i) + FMT2_HOLE_HEAD, len) < 0)
             done = -1;
         else
             done++;

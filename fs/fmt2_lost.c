@@ -59,6 +59,14 @@ static int fmt2_torn_item(const uint8_t *b, size_t n, size_t p, uint64_t file_le
     return fmt_get32(b + p + 20) == 0 && 16 * (uint64_t)fmt_get32(b + p + 16) <= len - 28;
 }
 
+/* Whether the FMT2_HOLE_TAIL bytes at e end a raw frame or a hole (9.3, 9.5): block
+ * checksum, EndMark 0, content checksum equal to the block checksum (*sum). */
+static int fmt2_raw_end(const uint8_t *e, uint32_t *sum)
+{
+    *sum = fmt_get32(e);
+    return fmt_get32(e + 4) == 0 && fmt_get32(e + 8) == *sum;
+}
+
 /* Whether b holds at p, at offset `at` of the file, a whole journal or footer (each
  * checksummed), the head of one cut by the end of the file, or a padding header that reaches
  * a slot boundary behind the end of a raw frame or a hole (9.3, 9.5: block checksum, EndMark,
@@ -67,13 +75,13 @@ static int fmt2_torn_item(const uint8_t *b, size_t n, size_t p, uint64_t file_le
 static int fmt2_tail_says(const uint8_t *b, size_t n, size_t p, uint64_t at, uint64_t file_len,
                           uint32_t bs)
 {
-    uint32_t magic = fmt_get32(b + p);
+    uint32_t magic = fmt_get32(b + p), sum;
     uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
     if (magic == FMT_SKIP_PAD) {
         uint64_t end = at + len;
         return p >= FMT2_HOLE_TAIL && end > FMT_MARKER_LEN &&
-               (end - FMT_MARKER_LEN) % fmt2_slot_len(bs) == 0 && fmt_get32(b + p - 12) != 0 &&
-               fmt_get32(b + p - 8) == 0 && fmt_get32(b + p - 12) == fmt_get32(b + p - 4);
+               (end - FMT_MARKER_LEN) % fmt2_slot_len(bs) == 0 &&
+               fmt2_raw_end(b + p - FMT2_HOLE_TAIL, &sum) && sum != 0;
     }
     if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16)
         return 0;
@@ -114,9 +122,8 @@ static int fmt2_last_hole_end(int fd, uint64_t file_len, uint32_t bs)
     uint64_t data = fmt2_slot_off(bs, k) + FMT2_HOLE_HEAD, end = file_len - sizeof(e);
     if (end <= data || end - data > bs || fmt_pread_all(fd, e, sizeof(e), end) < 0)
         return 0;
-    uint32_t sum = fmt_get32(e);
-    return fmt_get32(e + 4) == 0 && fmt_get32(e + 8) == sum &&
-           sum == fmt2_zero_sum((uint32_t)(end - data));
+    uint32_t sum;
+    return fmt2_raw_end(e, &sum) && sum == fmt2_zero_sum((uint32_t)(end - data));
 }
 
 /* Whether a slot start among the first FMT2_LOST_MARKER_SLOTS, or among those of the last
