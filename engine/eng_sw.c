@@ -124,10 +124,14 @@ static void *eng_sw_worker(void *arg)
             eng_sw_verify_brick(&b, &scratch, &scratch_cap);
         else
             eng_sw_compress_brick(p, &b);
+        /* done may run a caller's continuation (eng_submit_then): writing out what was
+         * made is not compressing, and the pool's room must not count it as such */
+        pthread_mutex_lock(&p->lock);
+        p->compressing -= !b.from_card;
+        pthread_mutex_unlock(&p->lock);
         p->done(p->done_arg, &b);
         pthread_mutex_lock(&p->lock);
         p->busy--;
-        p->compressing -= !b.from_card;
     }
     pthread_mutex_unlock(&p->lock);
     free(scratch);

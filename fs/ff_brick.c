@@ -44,6 +44,8 @@ struct ff_brick_s {
     uint8_t marker[FMT_MARKER_LEN];    /* the file's marker, when block 0 is in the brick */
     int with_marker;
     ff2_frames fr;                     /* what was written, for the finish to adopt */
+    uint64_t held;                     /* bytes of fr.buf (frames of blocks stored raw),
+                                          counted in the env's dirty_bytes until freed */
     uint64_t tail;                     /* the end of the brick's last frame */
 };
 
@@ -64,10 +66,10 @@ void ff_bricks_destroy(ff_bricks *b)
  * last block, or the last block of a brick the writer wrote itself (ff2_stream_write). */
 static int ff_brick_open_end(ff_file *f, uint64_t *at, uint64_t *end)
 {
-    uint64_t last = f->n_stored - 1, flen;
     *end = 0;
-    if (f->n_stored == 0 || f->blk[last].state != FF_CLEAN)
+    if (f->n_stored == 0 || f->blk[f->n_stored - 1].state != FF_CLEAN)
         return 0;
+    uint64_t last = f->n_stored - 1, flen;
     int rc = ff2_stored_frame_len(f, last, &flen);
     *at = fmt2_slot_off(f->bs, last) + flen;
     *end = rc == 0 ? fmt2_slot_off(f->bs, f->n_stored) : 0;
@@ -99,7 +101,7 @@ int ff_brick_prepare(ff_file *f, ff_commit_plan *p)
             return rc;
         }
         pthread_mutex_lock(&f->bw.lock);
-        f->bw.next = f->bw.seq, f->bw.pad_at = at, f->bw.pad_end = end;
+        f->bw.next = f->bw.seq, f->bw.pad_at = at, f->bw.pad_end = end, f->bw.stopped = 0;
         pthread_mutex_unlock(&f->bw.lock);
     }
     p->bw = b;
@@ -115,10 +117,18 @@ void ff_brick_free(ff_file *f, ff_commit_plan *p)
     if (f->bw.ring[b->seq % FF_MAX_BATCHES] == b)
         f->bw.ring[b->seq % FF_MAX_BATCHES] = NULL;
     pthread_mutex_unlock(&f->bw.lock);
+    f->env->dirty_bytes -= b->held;
     free(b->fr.v);
     free(b->fr.buf);
     free(b);
     p->bw = NULL;
+}
+
+void ff_bricks_stop(ff_file *f)
+{
+    pthread_mutex_lock(&f->bw.lock);
+    f->bw.stopped = 1;
+    pthread_mutex_unlock(&f->bw.lock);
 }
 
 /* The brick's frames, from the jobs alone (the file's block table may be reallocated by
@@ -134,11 +144,11 @@ static int ff_brick_encode(ff_brick *b)
         if (!(p->comp_lead == FMT2_FRAME_LEAD && p->jobs[j].out_len < p->jobs[j].len))
             raw += p->jobs[j].len + FMT2_FRAME_OVERHEAD;
     }
-    free(b->fr.v);
-    free(b->fr.buf);
     b->fr = (ff2_frames){calloc(n, sizeof(ff2_frame)), 0, malloc(raw ? raw : 1)};
     if (!b->fr.v || !b->fr.buf)
         return -ENOMEM;
+    b->held = raw;                     /* memory like the engine's outputs (ff_submit) */
+    b->f->env->dirty_bytes += raw;
     uint8_t *at = b->fr.buf;
     for (uint64_t i = 0; i < n; i++) {
         eng_job *jb = &p->jobs[p->job_at[i]];
@@ -194,7 +204,7 @@ static void ff_brick_drain(ff_bricks *w)
         if (!h || h->seq != w->next || h->state != FF_BRICK_READY)
             return;
         int rc = 1;
-        if (!h->writer_only) {
+        if (!h->writer_only && !w->stopped) {
             uint64_t at = w->pad_at, end = w->pad_end;
             h->state = FF_BRICK_WRITING;
             pthread_mutex_unlock(&w->lock);
@@ -219,6 +229,7 @@ static void ff_brick_then(void *arg)
     ff_bricks *w = &b->f->bw;
     pthread_mutex_lock(&w->lock);
     b->state = FF_BRICK_READY;
+    pthread_cond_broadcast(&w->moved);
     ff_brick_drain(w);
     pthread_mutex_unlock(&w->lock);
 }
@@ -264,6 +275,8 @@ int ff_brick_finish(ff_file *f, ff_commit_plan *p)
         ff_brick_drain(w);
     while (b->state == FF_BRICK_WRITING || b->state == FF_BRICK_COMPRESSING)
         pthread_cond_wait(&w->moved, &w->lock);
+    if (b->state == FF_BRICK_READY)    /* the line stopped before it: it is the writer's */
+        b->state = FF_BRICK_DECLINED;
     ff_brick_state s = b->state;
     pthread_mutex_unlock(&w->lock);
     if (s == FF_BRICK_FAILED)

@@ -434,9 +434,13 @@ static ff_commit_plan *ff_batch_pop(ff_file *f)
     return p;
 }
 
-/* Waits for every brick in flight and drops it unwritten: its blocks stay dirty. */
+/* Waits for every brick in flight and drops it unwritten: its blocks stay dirty. (A pool
+ * thread may have written one already: its slots lie past the committed ones, where the
+ * next commit writes them again.) */
 void ff_batch_abandon(ff_file *f)
 {
+    if (f->n_batches)
+        ff_bricks_stop(f);
     while (f->n_batches) {
         ff_commit_plan *p = ff_batch_pop(f);
         eng_wait(f->env->eng, &p->ticket);

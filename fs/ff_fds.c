@@ -61,7 +61,9 @@ static void ff_trim_locked(ff_env *env, const ff_file *self)
         lru_node *prev = at->prev;
         int closed = 0;
         if (v != self && pthread_mutex_trylock(&v->lock) == 0) {
-            if (pthread_rwlock_trywrlock(&v->io) == 0) {
+            /* a file with bricks in flight is not parked: its I/O lock is left alone, which
+             * a pool thread writing a brick would find taken (ff_brick.c) */
+            if (!v->n_dirty && !v->n_batches && pthread_rwlock_trywrlock(&v->io) == 0) {
                 ff_ahead_cancel(v);    /* no helper may use the descriptor after this */
                 closed = ff_park_locked(env, v);
                 pthread_rwlock_unlock(&v->io);

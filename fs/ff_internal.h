@@ -66,6 +66,8 @@ typedef struct {
                                           before it is */
     uint64_t pad_at, pad_end;          /* the slot before the next brick's first ends at
                                           pad_at and is not padded yet (pad_end 0: it is) */
+    int stopped;                       /* the bricks in flight are being dropped: none is
+                                          written any more */
 } ff_bricks;
 
 /* Why a commit runs: close/flush/fsync, a streaming writer's brick, or the memory budget. */
@@ -359,6 +361,9 @@ void ff_brick_submit(ff_file *f, ff_commit_plan *p);
 int ff_brick_finish(ff_file *f, ff_commit_plan *p);
 /* Forgets p's brick (the plan is being freed). */
 void ff_brick_free(ff_file *f, ff_commit_plan *p);
+/* The bricks in flight are to be dropped unwritten (ff_batch_abandon): none is written from
+ * here on, until the next brick after they are gone. */
+void ff_bricks_stop(ff_file *f);
 
 int ff2_load(ff_file *f, uint64_t file_len);
 size_t ff2_new_file(const ff_env *env, uint8_t *out);   /* FMT_MARKER_LEN + FMT2_FOOTER_LEN */
