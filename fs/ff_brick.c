@@ -9,8 +9,9 @@
  * Bricks are written strictly in the order they were submitted, whoever writes them, so
  * that a crash leaves a prefix of them as before (FORMAT.md 11.2), and a brick never lands
  * before the one ahead of it has (which may zero what lies past the old end for a hole,
- * 11.1 step 4.0). Each is written with padding up to the next slot, so the next one follows
- * a padded slot. A brick is left to the writer's finish when it needs what only the writer
+ * 11.1 step 4.0). A brick written here pads every slot up to the next one, its last one's
+ * too; one its writer writes (ff2_stream_write) leaves its last slot unpadded, and the next
+ * brick written here writes that padding first (ff_bricks.pad_at). A brick is left to the writer's finish when it needs what only the writer
  * may do: a live or pending journal (decided when it is submitted), a block of zeros (a
  * hole), or an I/O lock someone holds exclusive (the descriptor or the bytes may be going
  * away). The bricks behind it then wait for that finish, which writes them too when they are
