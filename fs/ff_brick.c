@@ -190,8 +190,6 @@ static int ff_brick_write(ff_brick *b, uint64_t pad_at, uint64_t pad_end)
     if (rc == 0) {
         const ff2_frame *e = &b->fr.v[b->fr.n - 1];
         b->tail = fmt2_slot_off(bs, e->block) + e->frame_len;
-        f->env->n.blocks_written += b->fr.n;
-        f->env->n.blocks_ahead += b->fr.n;
     }
     return rc;
 }
@@ -284,6 +282,8 @@ int ff_brick_finish(ff_file *f, ff_commit_plan *p)
         return b->rc;
     if (s == FF_BRICK_WRITTEN) {
         ff2_stream_adopt(f, &b->fr, p->end, b->tail, b->tail + 8);
+        f->env->n.blocks_written += b->fr.n;   /* counted once stored, as the writer's */
+        f->env->n.blocks_ahead += b->fr.n;
         return 0;
     }
     int rc = ff2_stream_write(f, p);   /* declined, or its turn never came (a failure) */
