@@ -63,20 +63,6 @@ void ff_bricks_destroy(ff_bricks *b)
     pthread_cond_destroy(&b->moved);
 }
 
-/* Where the last written slot ends when it is not padded to the next one: the committed
- * last block, or the last block of a brick the writer wrote itself (ff2_stream_write). */
-static int ff_brick_open_end(ff_file *f, uint64_t *at, uint64_t *end)
-{
-    *end = 0;
-    if (f->n_stored == 0 || f->blk[f->n_stored - 1].state != FF_CLEAN)
-        return 0;
-    uint64_t last = f->n_stored - 1, flen;
-    int rc = ff2_stored_frame_len(f, last, &flen);
-    *at = fmt2_slot_off(f->bs, last) + flen;
-    *end = rc == 0 ? fmt2_slot_off(f->bs, f->n_stored) : 0;
-    return rc;
-}
-
 int ff_brick_prepare(ff_file *f, ff_commit_plan *p)
 {
     p->bw = NULL;
@@ -96,7 +82,7 @@ int ff_brick_prepare(ff_file *f, ff_commit_plan *p)
     }
     if (f->n_batches == 0) {           /* the line starts again behind the committed blocks */
         uint64_t at = 0, end;
-        int rc = ff_brick_open_end(f, &at, &end);
+        int rc = ff2_open_last(f, &at, &end);
         if (rc < 0) {
             free(b);
             return rc;
@@ -248,7 +234,7 @@ void ff_brick_submit(ff_file *f, ff_commit_plan *p)
 static void ff_brick_wrote(ff_file *f, ff_brick *b)
 {
     uint64_t at = 0, end;
-    int rc = ff_brick_open_end(f, &at, &end);
+    int rc = ff2_open_last(f, &at, &end);
     ff_bricks *w = &f->bw;
     pthread_mutex_lock(&w->lock);
     b->state = FF_BRICK_WRITTEN;

@@ -183,16 +183,25 @@ int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch)
     return rc;
 }
 
+int ff2_open_last(ff_file *f, uint64_t *at, uint64_t *end)
+{
+    *end = 0;
+    if (f->n_stored == 0 || f->blk[f->n_stored - 1].state != FF_CLEAN)
+        return 0;
+    uint64_t last = f->n_stored - 1, flen;
+    int rc = ff2_stored_frame_len(f, last, &flen);
+    *at = fmt2_slot_off(f->bs, last) + flen;
+    *end = rc == 0 ? fmt2_slot_off(f->bs, f->n_stored) : 0;
+    return rc;
+}
+
 /* The old last slot ends where its frame ends; once blocks follow it, it gets padding up to
  * the next slot. */
 static int ff2_pad_old_last(ff_file *f, uint64_t new_n)
 {
-    uint64_t last = f->n_stored - 1, flen;
-    if (f->n_stored == 0 || new_n <= f->n_stored || f->blk[last].state != FF_CLEAN)
-        return 0;
-    int rc = ff2_stored_frame_len(f, last, &flen);
-    uint64_t fend = fmt2_slot_off(f->bs, last) + flen, end = fmt2_slot_off(f->bs, f->n_stored);
-    return rc == 0 ? ff2_pad(f, fend, end, 1) : rc;
+    uint64_t at = 0, end = 0;
+    int rc = new_n > f->n_stored ? ff2_open_last(f, &at, &end) : 0;
+    return rc == 0 && end ? ff2_pad(f, at, end, 1) : rc;
 }
 
 /* Where the last slot's extent ends after the commit: at its frame, unless the frame shrank

@@ -48,6 +48,9 @@ void ff2_stream_adopt(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tai
 
 /* Frame length of stored block i (reads its size word when memory does not know it). */
 int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len);
+/* Where the stored last slot's frame ends (*at) and the next slot begins (*end), when that
+ * block is clean and so ends unpadded; *end 0 otherwise. */
+int ff2_open_last(ff_file *f, uint64_t *at, uint64_t *end);
 /* A padding frame over [at, end) (at least 8 bytes), its payload punched when punch. */
 int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch);
 /* A sync (FF_DURABLE_* says which); every journal before it is dead once it returns. */
