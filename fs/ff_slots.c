@@ -188,7 +188,7 @@ int ff2_open_last(ff_file *f, uint64_t *at, uint64_t *end)
     *end = 0;
     if (f->n_stored == 0 || f->blk[f->n_stored - 1].state != FF_CLEAN)
         return 0;
-    uint64_t last = f->n_stored - 1, flen;
+    uint64_t last = f->n_stored - 1, flen = 0;
     int rc = ff2_stored_frame_len(f, last, &flen);
     *at = fmt2_slot_off(f->bs, last) + flen;
     *end = rc == 0 ? fmt2_slot_off(f->bs, f->n_stored) : 0;
