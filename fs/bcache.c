@@ -110,15 +110,22 @@ int bc_get(bc_cache *bc, uint64_t file_id, uint64_t key, void *dst, uint32_t off
     return hit;
 }
 
+/* The least recently used slot no reply is sending from, or NULL. Called with the lock. */
+static bc_slot *bc_victim(bc_cache *bc)
+{
+    bc_slot *s = NULL;
+    for (uint32_t i = 0; i < bc->n_slots; i++)
+        if (!bc->slots[i].pins && (!s || bc->slots[i].used < s->used))
+            s = &bc->slots[i];
+    return s;
+}
+
 uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot)
 {
     if (len > bc->slot_size)
         return NULL;                   /* a file of a larger block size than the store's */
     pthread_mutex_lock(&bc->lock);
-    bc_slot *s = NULL;
-    for (uint32_t i = 0; i < bc->n_slots; i++)
-        if (!bc->slots[i].pins && (!s || bc->slots[i].used < s->used))
-            s = &bc->slots[i];
+    bc_slot *s = bc_victim(bc);
     if (s && !s->data)
         s->data = malloc(bc->slot_size);
     uint8_t *p = s ? s->data : NULL;
@@ -214,4 +221,34 @@ void bc_put(bc_cache *bc, uint64_t file_id, uint64_t key, const void *src, uint3
         return;
     memcpy(dst, src, len);
     bc_publish(bc, slot, file_id, key, len);
+}
+
+uint8_t *bc_take(bc_cache *bc, uint64_t file_id, uint64_t key, uint32_t len)
+{
+    pthread_mutex_lock(&bc->lock);
+    bc_slot *s = bc_find(bc, file_id, key);
+    uint8_t *p = s && s->pins == 0 && s->len == len ? s->data : NULL;
+    if (p) {
+        bc_name(bc, s, 0, 0);
+        s->data = NULL, s->len = 0, s->used = 0;
+    }
+    pthread_mutex_unlock(&bc->lock);
+    return p;
+}
+
+uint8_t *bc_adopt(bc_cache *bc, uint64_t file_id, uint64_t key, uint8_t *buf, uint32_t len)
+{
+    if (len > bc->slot_size)
+        return buf;
+    bc_forget(bc, file_id, key);
+    pthread_mutex_lock(&bc->lock);
+    bc_slot *s = bc_victim(bc);
+    uint8_t *out = buf;
+    if (s) {
+        out = s->data;
+        bc_name(bc, s, file_id, key);
+        s->data = buf, s->len = len, s->used = ++bc->clock;
+    }
+    pthread_mutex_unlock(&bc->lock);
+    return out;
 }

@@ -34,5 +34,14 @@ void bc_forget(bc_cache *bc, uint64_t file_id, uint64_t key);
 /* Caches a copy of len bytes as (file_id, key) in place of any older copy; nothing when
  * every slot is pinned or len does not fit. */
 void bc_put(bc_cache *bc, uint64_t file_id, uint64_t key, const void *src, uint32_t len);
+/* Buffers that change hands instead of bytes (a writer's block buffer of slot_size bytes
+ * from malloc): bc_take hands the cached block (file_id, key) over when it is exactly len
+ * bytes and no reply is sending it, its slot left empty and nameless (bc_claim allocates
+ * anew), NULL otherwise; the caller frees the buffer or gives it to bc_adopt. bc_adopt caches
+ * buf, of which len bytes count, as (file_id, key) in place of any older copy, and returns
+ * the buffer the cache lets go of (NULL when its slot had none), or buf itself when every
+ * slot is pinned or len does not fit. */
+uint8_t *bc_take(bc_cache *bc, uint64_t file_id, uint64_t key, uint32_t len);
+uint8_t *bc_adopt(bc_cache *bc, uint64_t file_id, uint64_t key, uint8_t *buf, uint32_t len);
 
 #endif

@@ -65,3 +65,23 @@ void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host)
     if (!kept)
         eng_host_free(env->eng, buf, f->bs);
 }
+
+/* Dirty buffers of the card's memory stay where the card reads them; other block sizes do
+ * not fit the cache's slots. */
+static int ff_buf_swappable(const ff_file *f)
+{
+    return !f->env->buf_direct && f->bs == f->env->sb.block_size;
+}
+
+uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len)
+{
+    return ff_buf_swappable(f) ? bc_take(f->env->cache, f->id, key, len) : NULL;
+}
+
+void ff_buf_to_cache(ff_file *f, ff_blk *b, uint64_t key, uint32_t len)
+{
+    if (b->host || !ff_buf_swappable(f))
+        bc_put(f->env->cache, f->id, key, b->buf, len);
+    else
+        b->buf = bc_adopt(f->env->cache, f->id, key, b->buf, len);
+}

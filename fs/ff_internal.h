@@ -293,6 +293,13 @@ int ff_bufs_init(ff_env *env);
 void ff_bufs_free(ff_env *env);
 uint8_t *ff_buf_get(ff_file *f, uint8_t *host);
 void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host);
+/* A rewrite moves buffers, not bytes, between dirty blocks and the cache of decoded blocks
+ * when both are plain memory of the store's block size: ff_buf_from_cache takes the cached
+ * content (len bytes) of the stored block key, NULL when the cache cannot give it whole;
+ * ff_buf_to_cache caches dirty block b's content (len bytes, now stored as key), leaving in
+ * b->buf what ff_drop_buf then frees (the cache's old buffer, or the same one, copied). */
+uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len);
+void ff_buf_to_cache(ff_file *f, ff_blk *b, uint64_t key, uint32_t len);
 
 /* ff_ahead.c: read-ahead (locking rules at the top of the file) */
 ff_ahead *ff_ahead_new(ff_env *env, unsigned threads);

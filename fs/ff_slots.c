@@ -426,25 +426,19 @@ int ff2_write_journal(ff_file *f, const fmt2_jentry *e, uint32_t n, uint64_t at,
     return rc;
 }
 
-/* The decoded blocks cached for a slot rewritten in place are stale: each gets the block's
- * new bytes instead, which the writer has at hand. A random writer (a database, fio) merges
- * its next change into a block it rewrote from the cache rather than decoding the slot
- * again. A shrink drops the whole file's: slots past the new end are reused later. */
+/* The decoded blocks cached for a slot rewritten in place are stale, and go while reads
+ * are held off; ff2_adopt then gives the cache the block's new bytes, the writer's buffer
+ * itself: a random writer (a database, fio) merges its next change into a block it rewrote
+ * without decoding the slot again or copying the block. A shrink drops the whole file's:
+ * slots past the new end are reused later. */
 static void ff2_cache_rewritten(ff_file *f, const ff2_frames *fr, uint64_t n)
 {
     if (n < f->n_stored) {
         bc_forget_file(f->env->cache, f->id);
         return;
     }
-    for (uint64_t k = 0; k < fr->n && fr->v[k].block < f->n_stored; k++) {
-        const ff2_frame *e = &fr->v[k];
-        const ff_blk *b = &f->blk[e->block];
-        uint64_t key = ff2_word_off(f, e->block);
-        if (e->frame_len && b->state == FF_DIRTY)
-            bc_put(f->env->cache, f->id, key, b->buf, e->len);
-        else
-            bc_forget(f->env->cache, f->id, key);
-    }
+    for (uint64_t k = 0; k < fr->n && fr->v[k].block < f->n_stored; k++)
+        bc_forget(f->env->cache, f->id, ff2_word_off(f, fr->v[k].block));
 }
 
 /* The in-place part: slots that hold committed blocks. Reads decode outside the file's
@@ -602,6 +596,11 @@ static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
             f->tail_block = fr->v[k].block;
         else if (fr->v[k].block == f->tail_block)
             f->tail_block = UINT64_MAX;
+        /* a block rewritten in place keeps its new bytes in the cache: the next write
+         * to it, or a read, decodes nothing (ff2_cache_rewritten dropped the old ones) */
+        if (fr->v[k].frame_len && b->state == FF_DIRTY && fr->v[k].block < f->n_stored &&
+            t->n >= f->n_stored)
+            ff_buf_to_cache(f, b, ff2_word_off(f, fr->v[k].block), fr->v[k].len);
         ff_drop_buf(f, b);
         b->state = FF_CLEAN;
         b->off = ff2_word_off(f, fr->v[k].block) | (fr->v[k].frame_len ? 0 : FMT_ENTRY_ZERO);

@@ -61,6 +61,19 @@ void ff_drop_buf(ff_file *f, ff_blk *b)
     }
 }
 
+/* The buffer of clean block i moved out of the cache of decoded blocks, which holds its
+ * content whole (a block rewritten or read before), instead of a copy; NULL otherwise. */
+static uint8_t *ff_cached_buf(ff_file *f, uint64_t i)
+{
+    const ff_blk *b = &f->blk[i];
+    if ((b->off & FMT_ENTRY_ZERO) || (f->tail && f->tail_block == i))
+        return NULL;                   /* zeros, or the tail compressor holds the content */
+    uint8_t *buf = ff_buf_from_cache(f, b->off, (uint32_t)ff_blen(f, i));
+    if (buf)
+        f->env->n.cache_hits++;
+    return buf;
+}
+
 /* Gives block i a buffer holding its current content (load=0: the caller overwrites all). */
 static int ff_make_dirty(ff_file *f, uint64_t i, int load)
 {
@@ -69,20 +82,22 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
         return 0;
     /* Only the block's first ff_blen bytes are ever read; ff_grow zeroes what it adds. Not
      * zeroing the whole block keeps a small file from costing a block-sized memset. */
-    uint8_t host;
-    uint8_t *buf = ff_buf_get(f, &host);
-    if (!buf)
+    uint8_t host = 0;
+    int stored = load && b->state == FF_CLEAN;
+    uint8_t *buf = stored ? ff_cached_buf(f, i) : NULL;
+    int loaded = buf != NULL;
+    if (!buf && !(buf = ff_buf_get(f, &host)))
         return -ENOMEM;
     if (load && b->state != FF_CLEAN)
         memset(buf, 0, ff_blen(f, i));
-    if (load && b->state == FF_CLEAN && !ff_tail_load(f, i, buf, ff_blen(f, i))) {
+    if (stored && !loaded && !ff_tail_load(f, i, buf, ff_blen(f, i))) {
         int rc = ff_block_read(f, i, buf, 0, ff_blen(f, i));
         if (rc < 0) {
             ff_buf_put(f, buf, host);
             return rc;
         }
     }
-    b->filled = load && b->state == FF_CLEAN ? (uint32_t)ff_blen(f, i) : 0;
+    b->filled = stored ? (uint32_t)ff_blen(f, i) : 0;
     b->state = FF_DIRTY, b->buf = buf, b->host = host;
     f->n_dirty++;
     f->env->dirty_bytes += f->bs;

@@ -2,7 +2,8 @@
  * a model over long random runs of claims, publishes, pins and forgets; a pinned slot keeps
  * its bytes (even forgotten) and is never handed out again until unpinned; a block longer
  * than a slot is refused; a second copy of a block replaces the first unless the first is
- * being sent. */
+ * being sent; buffers taken out and adopted change hands without copies, never while a reply
+ * sends from them. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -162,6 +163,46 @@ static void test_put_replaces(void **state)
     bc_free(bc);
 }
 
+/* A writer's buffer changes hands: taken only whole and unpinned (the slot left empty, and
+ * filled anew by the next claim), adopted in place of an older copy, handed back when every
+ * slot is being sent. */
+static void test_take_adopt(void **state)
+{
+    bc_cache *bc = bc_new(SLOT, 2);
+    assert_int_equal(put(bc, 3, 1, 0x31), 1);
+    assert_null(bc_take(bc, 3, 1, SLOT - 1));  /* not the whole block */
+    assert_null(bc_take(bc, 3, 2, SLOT));      /* not cached */
+    uint32_t pinned;
+    assert_non_null(bc_pin(bc, 3, 1, 0, SLOT, &pinned));
+    assert_null(bc_take(bc, 3, 1, SLOT));      /* a reply sends from it */
+    bc_unpin(bc, pinned);
+    uint8_t *mine = bc_take(bc, 3, 1, SLOT);
+    assert_non_null(mine);
+    assert_int_equal(mine[SLOT - 1], 0x31);
+    assert_false(bc_has(bc, 3, 1));
+    assert_int_equal(put(bc, 3, 5, 0x35), 1);  /* the emptied slot gets a buffer again */
+    assert_int_equal(put(bc, 3, 6, 0x36), 1);
+    assert_int_equal(tag_of(bc, 3, 5), 0x35);
+    memset(mine, 0x41, SLOT);
+    assert_int_equal(put(bc, 3, 1, 0x11), 1);  /* an older copy under the adopted name */
+    uint8_t *back = bc_adopt(bc, 3, 1, mine, SLOT);
+    assert_non_null(back);
+    assert_ptr_not_equal(back, mine);
+    assert_int_equal(tag_of(bc, 3, 1), 0x41);
+    const uint8_t *a = bc_pin(bc, 3, 1, 0, SLOT, &pinned), *b;
+    uint32_t pinned2;
+    assert_ptr_equal(a, mine);
+    assert_int_equal(put(bc, 3, 7, 0x37), 1);
+    assert_non_null(b = bc_pin(bc, 3, 7, 0, SLOT, &pinned2));
+    assert_ptr_equal(bc_adopt(bc, 3, 8, back, SLOT), back);      /* every slot pinned */
+    assert_ptr_equal(bc_adopt(bc, 3, 8, back, SLOT + 1), back);  /* longer than a slot */
+    assert_false(bc_has(bc, 3, 8));
+    bc_unpin(bc, pinned);
+    bc_unpin(bc, pinned2);
+    free(back);
+    bc_free(bc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_claim_unnames),
         cmocka_unit_test(test_second_copy),
         cmocka_unit_test(test_put_replaces),
+        cmocka_unit_test(test_take_adopt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
