@@ -201,10 +201,12 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     }
     if (rc == 0)
         rc = ff2_write_in_place(f, fr, t->n, t->tail, NULL);
-    if (rc == 0)
+    if (rc == 0) {
         f->v2.j_pending = 0;
-    else                               /* the next commit lays the pair out anew, past it */
+        ff2_start_writeback(f);
+    } else {                           /* the next commit lays the pair out anew, past it */
         f->v2.paired = 0;
+    }
     return rc;
 }
 

@@ -343,6 +343,15 @@ int ff2_sync(ff_file *f)
     return ff2_sync_for(f, FF_DURABLE_DATA);
 }
 
+/* The slots a commit rewrote after its sync reach the disk with the next commit's sync.
+ * Started now, they go while the writer makes its next changes, and that sync waits mostly
+ * for its own journal (a database, random writes with an fsync every few). A hint only:
+ * nothing waits for it, and any order it gives is one a power loss may leave anyway. */
+void ff2_start_writeback(ff_file *f)
+{
+    (void)sync_file_range(f->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 /* The entries of the blocks rewritten in place, for the journal. */
 fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_out,
                           int *promised)
@@ -563,8 +572,10 @@ static int ff2_commit_journal(ff_file *f, const ff2_frames *fr, ff2_target *t)
     }
     if (rc == 0)
         rc = ff2_write_in_place(f, fr, t->n, t->tail, with_slots ? settled : NULL);
-    if (rc == 0 && sync)
+    if (rc == 0 && sync) {
         f->v2.j_live = 1;              /* the slots may still be in the page cache only */
+        ff2_start_writeback(f);
+    }
     if (rc == 0 && with_slots) {
         uint64_t end = t->tail + FMT2_FOOTER_LEN;
         if (f->v2.eof > end && ftruncate(f->fd, (off_t)end) < 0)

@@ -56,6 +56,8 @@ int ff2_pad(ff_file *f, uint64_t at, uint64_t end, int punch);
 /* A sync (FF_DURABLE_* says which); every journal before it is dead once it returns. */
 int ff2_sync_for(ff_file *f, int durable);
 int ff2_sync(ff_file *f);
+/* Starts writing the file's dirty pages out (slots rewritten after a sync) without waiting. */
+void ff2_start_writeback(ff_file *f);
 /* The journal entries of the blocks fr rewrites in place; *promised: one of them was. */
 fmt2_jentry *ff2_jentries(const ff_file *f, const ff2_frames *fr, uint32_t *n_out,
                           int *promised);
