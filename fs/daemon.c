@@ -949,6 +949,7 @@ static void dm_cleanup(struct fs_daemon *dm)
         fuse_remove_signal_handlers(dm->se);
     if (dm->se)
         fuse_session_destroy(dm->se);
+    op_io_free(&dm->fs);
     dm_mark_clean(dm);
     in_table_free(dm->fs.tab);
     pthread_mutex_destroy(&dm->fs.warm_lock);

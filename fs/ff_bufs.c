@@ -34,25 +34,41 @@ void ff_bufs_free(ff_env *env)
 
 uint8_t *ff_buf_get(ff_file *f, uint8_t *host)
 {
-    ff_env *env = f->env;
+    if (f->bs == f->env->sb.block_size)
+        return ff_land_get(f->env, host);
+    *host = 0;
+    return malloc(f->bs);
+}
+
+void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host)
+{
+    if (host)
+        ff_land_put(f->env, buf, host);
+    else
+        free(buf);
+}
+
+/* A buffer of the store's block size, of the kind its dirty blocks use. */
+uint8_t *ff_land_get(ff_env *env, uint8_t *host)
+{
+    uint32_t bs = env->sb.block_size;
     uint8_t *buf = NULL;
-    *host = env->buf_direct && f->bs == env->sb.block_size;
+    *host = (uint8_t)env->buf_direct;
     if (*host) {
         pthread_mutex_lock(&env->buf_lock);
         if (env->buf_n > 0)
             buf = env->buf_free[--env->buf_n];
         pthread_mutex_unlock(&env->buf_lock);
         if (!buf)
-            buf = eng_host_alloc(env->eng, f->bs);
+            buf = eng_host_alloc(env->eng, bs);
     }
     if (!buf)
-        *host = 0, buf = malloc(f->bs);
+        *host = 0, buf = malloc(bs);
     return buf;
 }
 
-void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host)
+void ff_land_put(ff_env *env, uint8_t *buf, uint8_t host)
 {
-    ff_env *env = f->env;
     if (!host) {
         free(buf);
         return;
@@ -63,7 +79,7 @@ void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host)
         env->buf_free[env->buf_n++] = buf;
     pthread_mutex_unlock(&env->buf_lock);
     if (!kept)
-        eng_host_free(env->eng, buf, f->bs);
+        eng_host_free(env->eng, buf, env->sb.block_size);
 }
 
 /* Dirty buffers of the card's memory stay where the card reads them; other block sizes do

@@ -116,7 +116,7 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
-        readahead_blocks, pair_commits, blocks_ahead;
+        readahead_blocks, pair_commits, blocks_ahead, writes_landed;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;

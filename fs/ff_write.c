@@ -259,7 +259,55 @@ static int ff_batch_settle(ff_file *f)
     return rc;
 }
 
-static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off)
+/* Where a write's bytes are: one piece of memory, or a payload that landed in block
+ * buffers (ff_landing). */
+typedef struct {
+    const uint8_t *mem;
+    ff_landing *land;
+} ff_src;
+
+/* Copies n bytes of the write, from its byte p on, to dst. */
+static void ff_src_copy(uint8_t *dst, const ff_src *src, size_t p, size_t n)
+{
+    if (src->mem) {
+        memcpy(dst, src->mem + p, n);
+        return;
+    }
+    for (size_t c; n > 0; dst += c, p += c, n -= c) {
+        size_t k = p / src->land->bs, o = p % src->land->bs;
+        c = n < src->land->bs - o ? n : src->land->bs - o;
+        memcpy(dst, src->land->buf[k] + o, c);
+    }
+}
+
+/* Block i, which the write's bytes [p, p + bs) cover whole, takes the landing buffer that
+ * holds them as its own; 0 when that is not where they lie or not a buffer it may use. A
+ * block already dirty gives its old buffer to the landing in exchange. */
+static int ff_land_block(ff_file *f, uint64_t i, const ff_src *src, size_t p)
+{
+    ff_landing *l = src->land;
+    if (!l || l->bs != f->bs || p % l->bs || !l->buf[p / l->bs])
+        return 0;
+    size_t k = p / l->bs;
+    ff_blk *b = &f->blk[i];
+    if (b->state == FF_DIRTY && b->host != l->host[k])
+        return 0;
+    uint8_t *mine = l->buf[k];
+    if (b->state == FF_DIRTY) {
+        l->buf[k] = b->buf;
+    } else {
+        l->buf[k] = NULL;
+        b->state = FF_DIRTY, b->host = l->host[k];
+        f->n_dirty++;
+        f->env->dirty_bytes += f->bs;
+        ff_changed(f, i);
+    }
+    b->buf = mine, b->filled = f->bs;
+    f->env->n.writes_landed++;
+    return 1;
+}
+
+static int ff_write_own(ff_file *f, const ff_src *src, size_t len, uint64_t off)
 {
     int rc = 0;
     if (off + len > f->size)
@@ -271,10 +319,14 @@ static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off
             n = len - done;
         if (ff_batch_holds(f, i) && (rc = ff_batch_settle(f)) < 0)
             break;
+        if (n == f->bs && ff_land_block(f, i, src, done)) {
+            done += n;
+            continue;
+        }
         rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
         if (rc == 0) {
             ff_blk *b = &f->blk[i];
-            memcpy(b->buf + boff, buf + done, n);
+            ff_src_copy(b->buf + boff, src, done, n);
             b->filled = b->filled + n > f->bs ? f->bs : b->filled + (uint32_t)n;
             done += n;
         }
@@ -283,25 +335,48 @@ static int ff_write_own(ff_file *f, const uint8_t *buf, size_t len, uint64_t off
     return rc < 0 ? rc : ff_maybe_commit(f);
 }
 
-int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
+/* A foreign file's bytes go through as they are, one landing buffer's worth at a time. */
+static int ff_write_foreign(ff_file *f, const ff_src *src, size_t len, off_t off)
+{
+    int rc = 0;
+    for (size_t done = 0; rc == 0 && done < len;) {
+        size_t c = len - done;
+        const uint8_t *at = src->mem ? src->mem + done : NULL;
+        if (!at) {
+            size_t o = done % src->land->bs;
+            at = src->land->buf[done / src->land->bs] + o;
+            c = c < src->land->bs - o ? c : src->land->bs - o;
+        }
+        ssize_t n = pwrite(f->fd, at, c, off + (off_t)done);
+        rc = n < 0 ? (errno == EINTR ? 0 : -errno) : 0;
+        done += n > 0 ? (size_t)n : 0;
+    }
+    return rc;
+}
+
+static int ff_write_src(ff_file *f, const ff_src *src, size_t len, off_t off)
 {
     if (off < 0)
         return -EINVAL;
     int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
-    if (f->foreign) {
-        size_t done = 0;
-        while (rc == 0 && done < len) {
-            ssize_t n = pwrite(f->fd, (const char *)buf + done, len - done, off + (off_t)done);
-            rc = n < 0 ? (errno == EINTR ? 0 : -errno) : 0;
-            done += n > 0 ? (size_t)n : 0;
-        }
-    } else {
-        rc = ff_write_own(f, buf, len, (uint64_t)off);
-    }
+    rc = f->foreign ? ff_write_foreign(f, src, len, off)
+                    : ff_write_own(f, src, len, (uint64_t)off);
     ff_unlock_charged(f);
     return rc;
+}
+
+int ff_write(ff_file *f, const void *buf, size_t len, off_t off)
+{
+    ff_src src = {.mem = buf};
+    return ff_write_src(f, &src, len, off);
+}
+
+int ff_write_landed(ff_file *f, ff_landing *l, size_t len, off_t off)
+{
+    ff_src src = {.land = l};
+    return ff_write_src(f, &src, len, off);
 }
 
 int ff_truncate(ff_file *f, off_t size)

@@ -60,6 +60,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->readahead_blocks = env->n.readahead_blocks;
     o->pair_commits = env->n.pair_commits;
     o->blocks_ahead = env->n.blocks_ahead;
+    o->writes_landed = env->n.writes_landed;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)

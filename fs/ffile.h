@@ -88,6 +88,21 @@ typedef struct {
 int ff_read_reply(ff_file *f, void *buf, size_t len, off_t off, ff_reply *r);
 void ff_reply_done(ff_reply *r);
 int ff_write(ff_file *f, const void *buf, size_t len, off_t off);
+/* A WRITE payload that the kernel put straight into block buffers (ops_io.c): byte p of it
+ * lies at buf[p / bs] + p % bs, n buffers of bs bytes (the store's block size) from
+ * ff_land_get. ff_write_landed writes it as ff_write does, except that each whole block it
+ * covers at a block boundary takes its buffer as the block's own instead of a copy
+ * (counter writes_landed): buf[k] then holds the block's old buffer or NULL, and the caller
+ * gets a new one before the next payload lands. */
+typedef struct {
+    uint8_t **buf;
+    uint8_t *host;                     /* buf[k] is the card's to read in place */
+    uint32_t bs;
+    unsigned n;
+} ff_landing;
+int ff_write_landed(ff_file *f, ff_landing *l, size_t len, off_t off);
+uint8_t *ff_land_get(ff_env *env, uint8_t *host);
+void ff_land_put(ff_env *env, uint8_t *buf, uint8_t host);
 int ff_truncate(ff_file *f, off_t size);
 /* How durable a commit is made: not at all (close, flush), its data (fdatasync), or its
  * data and attributes (fsync), in the one sync the commit makes. */
@@ -160,6 +175,7 @@ typedef struct {
     uint64_t blocks_ahead;             /* blocks of streaming bricks written by the thread
                                           that compressed them, or behind a brick their
                                           writer wrote, not by their writer's commit */
+    uint64_t writes_landed;            /* blocks whose WRITE payload became their buffer */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

@@ -350,7 +350,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
                     FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_AUTO_INVAL_DATA);
     if (!(conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT))
         fs->dir_handles = 1;
-    conn->max_write = 1u << 20;
+    conn->max_write = OP_MAX_WRITE;
     conn->max_readahead = 1u << 20;
     conn->time_gran = 1;
 }

@@ -30,6 +30,11 @@ typedef enum {
     OP_IO_DONE                         /* INIT answered: every request passes untouched */
 } op_io_state;
 
+/* The largest WRITE the kernel sends (INIT), and so the most a worker lands (ops_io.c) in
+ * OP_LAND_MAX block buffers of the smallest block size (64 KiB). */
+#define OP_MAX_WRITE (1u << 20)
+#define OP_LAND_MAX 16u
+
 /* What the handlers share; the daemon owns every member and passes this as userdata. */
 struct op_fs {
     const char *backing;               /* absolute path of the backing directory, for logs */
@@ -63,12 +68,20 @@ struct op_fs {
     _Atomic uint64_t init_unique;      /* the INIT request being answered */
     atomic_int killpriv;               /* the kernel leaves set-id bits to the daemon
                                           (FUSE_HANDLE_KILLPRIV_V2; counter killpriv) */
+    unsigned land_n;                   /* WRITE payloads land in this many block buffers per
+                                          worker (ops_io.c); 0: they do not */
+    pthread_key_t land_key;            /* each worker's landing (op_landing), once land_n */
 };
 
 /* Takes over the session's reads and writes of /dev/fuse (after fuse_session_mount, before
  * the loop) to claim FUSE_HANDLE_KILLPRIV_V2 where the kernel offers it (ops_io.c). 0, or
  * libfuse's error (the session then runs as before). */
 int op_io_install(struct op_fs *fs);
+/* The landing that holds the payload of the WRITE whose data libfuse passes as buf (it
+ * points where libfuse would have put it), or NULL: the payload is at buf. */
+ff_landing *op_io_landed(struct op_fs *fs, const char *buf);
+/* Frees what op_io_install set up, after the session's loop ended. */
+void op_io_free(struct op_fs *fs);
 
 /* Lets open files close idle backing descriptors (ff_options.fd_max) and reopen them by
  * handle through fs's inode table; once fs->env and fs->tab are set. */

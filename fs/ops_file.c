@@ -204,7 +204,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
      * kernel's write-through of a set-id file when the daemon took that over (ops_io.c) */
     int err = fi->writepage ? 0
                             : op_kill_privs_notify(fs, req, ino, n, op_file(fi), OP_KILL_WRITE);
-    err = op_log(fs, "write", n, NULL, err ? err : ff_write(op_file(fi), buf, size, off));
+    ff_landing *land = op_io_landed(fs, buf);  /* the payload lies in block buffers */
+    if (!err)
+        err = land ? ff_write_landed(op_file(fi), land, size, off)
+                   : ff_write(op_file(fi), buf, size, off);
+    err = op_log(fs, "write", n, NULL, err);
     if (!err && direct)
         op_direct_written(fs, ino, n, off, size);
     if (err)
