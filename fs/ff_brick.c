@@ -11,12 +11,13 @@
  * before the one ahead of it has (which may zero what lies past the old end for a hole,
  * 11.1 step 4.0). A brick written here pads every slot up to the next one, its last one's
  * too; one its writer writes (ff2_stream_write) leaves its last slot unpadded, and the next
- * brick written here writes that padding first (ff_bricks.pad_at). A brick is left to the writer's finish when it needs what only the writer
- * may do: a live or pending journal (decided when it is submitted), a block of zeros (a
- * hole), or an I/O lock someone holds exclusive (the descriptor or the bytes may be going
- * away). The bricks behind it then wait for that finish, which writes them too when they are
- * ready by then. A brick whose write failed stops the line: the writer's finish reports it
- * and drops the bricks behind it unwritten (their blocks stay dirty). */
+ * brick written here writes that padding first (ff_bricks.pad_at). A brick is left to the
+ * writer's finish when it needs what only the writer may do: a live or pending journal
+ * (decided when it is submitted), a block of zeros (a hole), or an I/O lock someone holds
+ * exclusive (the descriptor or the bytes may be going away). The bricks behind it then wait
+ * for that finish, which writes them too when they are ready by then. A brick whose write
+ * failed stops the line: the writer's finish reports it and drops the bricks behind it
+ * unwritten (their blocks stay dirty). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -266,17 +266,25 @@ typedef struct {
     ff_landing *land;
 } ff_src;
 
+/* Where the write's byte p lies, and in *c how many of the n from it on lie contiguously
+ * there (all of them in memory, up to the end of its landing buffer otherwise). */
+static const uint8_t *ff_src_at(const ff_src *src, size_t p, size_t n, size_t *c)
+{
+    if (src->mem) {
+        *c = n;
+        return src->mem + p;
+    }
+    size_t o = p % src->land->bs;
+    *c = n < src->land->bs - o ? n : src->land->bs - o;
+    return src->land->buf[p / src->land->bs] + o;
+}
+
 /* Copies n bytes of the write, from its byte p on, to dst. */
 static void ff_src_copy(uint8_t *dst, const ff_src *src, size_t p, size_t n)
 {
-    if (src->mem) {
-        memcpy(dst, src->mem + p, n);
-        return;
-    }
-    for (size_t c; n > 0; dst += c, p += c, n -= c) {
-        size_t k = p / src->land->bs, o = p % src->land->bs;
-        c = n < src->land->bs - o ? n : src->land->bs - o;
-        memcpy(dst, src->land->buf[k] + o, c);
+    for (size_t c = 0; n > 0; dst += c, p += c, n -= c) {
+        const uint8_t *at = ff_src_at(src, p, n, &c);
+        memcpy(dst, at, c);
     }
 }
 
@@ -340,13 +348,8 @@ static int ff_write_foreign(ff_file *f, const ff_src *src, size_t len, off_t off
 {
     int rc = 0;
     for (size_t done = 0; rc == 0 && done < len;) {
-        size_t c = len - done;
-        const uint8_t *at = src->mem ? src->mem + done : NULL;
-        if (!at) {
-            size_t o = done % src->land->bs;
-            at = src->land->buf[done / src->land->bs] + o;
-            c = c < src->land->bs - o ? c : src->land->bs - o;
-        }
+        size_t c;
+        const uint8_t *at = ff_src_at(src, done, len - done, &c);
         ssize_t n = pwrite(f->fd, at, c, off + (off_t)done);
         rc = n < 0 ? (errno == EINTR ? 0 : -errno) : 0;
         done += n > 0 ? (size_t)n : 0;

@@ -59,12 +59,15 @@ static void op_landing_free(void *arg)
 }
 
 /* This worker's landing, every buffer in place (new ones for those blocks took), or NULL:
- * the request is read as libfuse reads it. */
+ * the request is read as libfuse reads it. Either way no payload read before passes for the
+ * next request's: libfuse reads every request into the same buffer. */
 static op_landing *op_landing_ready(struct op_fs *fs, size_t len)
 {
+    op_landing *l = fs->land_n ? pthread_getspecific(fs->land_key) : NULL;
+    if (l)
+        l->param = NULL;
     if (!fs->land_n || len < OP_LAND_HDR + (size_t)fs->land_n * (size_t)fs->blksize)
         return NULL;
-    op_landing *l = pthread_getspecific(fs->land_key);
     if (!l && (l = calloc(1, sizeof(*l)))) {
         l->fs = fs;
         l->view = (ff_landing){l->buf, l->host, (uint32_t)fs->blksize, fs->land_n};
@@ -86,7 +89,6 @@ static ssize_t op_land_read(struct op_fs *fs, op_landing *l, int fd, char *buf)
     iov[0] = (struct iovec){buf, OP_LAND_HDR};
     for (unsigned k = 0; k < fs->land_n; k++)
         iov[1 + k] = (struct iovec){l->buf[k], (size_t)fs->blksize};
-    l->param = NULL;
     ssize_t n = readv(fd, iov, (int)fs->land_n + 1);
     if (n <= (ssize_t)OP_LAND_HDR)
         return n;
@@ -112,10 +114,7 @@ ff_landing *op_io_landed(struct op_fs *fs, const char *buf)
 static ssize_t op_io_read(int fd, void *buf, size_t len, void *userdata)
 {
     struct op_fs *fs = userdata;
-    op_landing *l = fs->land_n ? pthread_getspecific(fs->land_key) : NULL;
-    if (l)                             /* libfuse reuses buf: a payload read before must */
-        l->param = NULL;               /* never pass for the next request's */
-    l = op_landing_ready(fs, len);
+    op_landing *l = op_landing_ready(fs, len);
     ssize_t n = l ? op_land_read(fs, l, fd, buf) : read(fd, buf, len);
     if (atomic_load(&fs->io_state) != OP_IO_WAIT_INIT ||
         n < (ssize_t)(sizeof(struct fuse_in_header) + offsetof(struct fuse_init_in, flags) + 4))
