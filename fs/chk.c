@@ -424,7 +424,7 @@ static int chk_marker(chk_ctx *c)
         return c->r->kind = CHK_FOREIGN, 0;
     c->bs = bs, c->r->kind = CHK_OWN;
     c->r->found |= CHK_P_MARKER;
-    m = (fmt_marker){FMT_VERSION_1, bs, {0}};
+    m = (fmt_marker){FMT_VERSION_1, bs, {0}, 0};
     memcpy(m.uuid, h + 43, sizeof(m.uuid));
     uint8_t good[FMT_MARKER_LEN];
     fmt_marker_encode(&m, good);

@@ -76,7 +76,7 @@ static void ah_run(ff_ahead *a, ah_job *j)
     uint32_t slot;
     uint8_t *buf = go ? bc_claim(a->env->cache, j->len, &slot) : NULL;
     /* a failure is the reader's to report: it decodes the block again itself */
-    if (buf && ff_decode_quiet(f, j->off, j->word, buf, j->len) == 0) {
+    if (buf && ff_decode_quiet(f, j->i, j->off, j->word, buf, j->len) == 0) {
         bc_publish(a->env->cache, slot, f->id, j->off, j->len);
         a->env->n.readahead_blocks++;
     } else if (buf) {

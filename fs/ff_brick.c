@@ -78,7 +78,8 @@ int ff_brick_prepare(ff_file *f, ff_commit_plan *p)
     uint64_t after = f->n_batches ? f->batches[f->n_batches - 1]->end : f->n_stored;
     b->writer_only = f->v2.j_live || f->v2.j_pending || p->s != after || p->end <= p->s;
     if (p->s == 0 && f->n_stored == 0) {
-        fmt2_marker_encode(f->version, f->bs, f->env->sb.uuid, b->marker);
+        fmt2_marker_encode(f->version, f->bs, f->rec_flag ? FMT_MARKER_RECORDS : 0,
+                           f->env->sb.uuid, b->marker);
         b->with_marker = 1;
     }
     if (f->n_batches == 0) {           /* the line starts again behind the committed blocks */

@@ -52,6 +52,16 @@
 enum { FF_ZERO = 0, FF_CLEAN, FF_DIRTY };
 
 typedef struct ff_plan_s ff_commit_plan;
+
+/* What a version 4 file's page records (ff_rec.c) know of block i. */
+typedef struct {
+    uint32_t lo, hi;                   /* FF_DIRTY: the bytes changed since the block was
+                                          last committed are within [lo, hi); lo >= hi:
+                                          anywhere (a zeroed entry: the whole block) */
+    uint32_t room, used, chain;        /* known: the slot's padding payload, the bytes its
+                                          records take, the next record's prev */
+    uint8_t known;                     /* read from the slot since it was last written */
+} ff_rec;
 typedef struct ff_brick_s ff_brick;
 
 /* The streaming bricks a pool thread writes where it compressed them (ff_brick.c), in the
@@ -116,7 +126,8 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
-        readahead_blocks, pair_commits, blocks_ahead, writes_landed;
+        readahead_blocks, pair_commits, blocks_ahead, writes_landed, page_records,
+        records_folded;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;
@@ -199,6 +210,11 @@ struct ff_file_s {
                                           (close, fsync) retries and reports it */
     eng_tail *tail;                    /* compresses the last block as it grows (ff_tail.c);
                                           NULL until a full commit of version 2 needs it */
+    ff_rec *rec;                       /* version 3 and 4: per block, cap entries; NULL
+                                          until a block changes in place (ff_rec.c) */
+    int rec_flag;                      /* the marker says slots may hold records */
+    int rec_old;                       /* it said so at the open: slots nobody here wrote
+                                          may hold records, to be folded at the release */
     uint64_t tail_block;               /* the block whose committed content is the tail's
                                           input; UINT64_MAX: none */
     struct timespec mtime;             /* logical modification time */
@@ -272,9 +288,10 @@ void ff_tail_free(ff_file *f);
 
 /* ff_read.c */
 int ff_decode(ff_file *f, uint64_t i, uint8_t *dst);
-/* Decodes the stored block with entry {off, word} into dst, logging and counting nothing (a
+/* Decodes stored block i with entry {off, word} into dst, logging and counting nothing (a
  * failure is left to the reader that will want the block); the caller holds f->io. */
-int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint64_t len);
+int ff_decode_quiet(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                    uint64_t len);
 /* Takes f->io exclusive: no read decodes, and no read-ahead of f is queued or will decode
  * what this caller is about to destroy or move. */
 void ff_io_exclusive(ff_file *f);
@@ -287,6 +304,8 @@ void ff_set_blocks(ff_file *f, uint64_t n);
 void ff_changed(ff_file *f, uint64_t i);
 void ff_drop_buf(ff_file *f, ff_blk *b);
 void ff_set_empty(ff_file *f);
+/* Stored block i becomes dirty with its content, counted as changed whole. */
+int ff_dirty_whole(ff_file *f, uint64_t i);
 
 /* ff_bufs.c: a dirty block's buffer; *host says it is the card's to read in place */
 int ff_bufs_init(ff_env *env);
@@ -300,6 +319,20 @@ void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host);
  * b->buf what ff_drop_buf then frees (the cache's old buffer, or the same one, copied). */
 uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len);
 void ff_buf_to_cache(ff_file *f, ff_blk *b, uint64_t key, uint32_t len);
+
+/* ff_rec.c: page records (version 4). ff_rec_range: dirty block i changed in [lo, hi)
+ * (first: it was not dirty before); ff_rec_whole: it changed anywhere; ff_rec_forget: its
+ * slot was written; ff_rec_reset: every slot was. ff_rec_commit: 1 when the commit's every
+ * change went as records (and the sync, when durable), 0 when a commit must follow for
+ * what is left, or -errno. ff_rec_fold: at the last release, every record into frames. */
+int ff_rec_reserve(ff_file *f, uint64_t old_cap);
+void ff_rec_range(ff_file *f, uint64_t i, uint64_t lo, uint64_t hi, int first);
+void ff_rec_whole(ff_file *f, uint64_t i);
+void ff_rec_forget(ff_file *f, uint64_t i);
+void ff_rec_reset(ff_file *f);
+int ff_rec_commit(ff_file *f, int durable);
+int ff_rec_fold(ff_file *f);
+void ff_rec_free(ff_file *f);
 
 /* ff_ahead.c: read-ahead (locking rules at the top of the file) */
 ff_ahead *ff_ahead_new(ff_env *env, unsigned threads);

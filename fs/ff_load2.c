@@ -86,6 +86,10 @@ int ff2_load(ff_file *f, uint64_t file_len)
     if (err == FMT_OK && ff2_may_have_lost_power(f->env, f->ctime_ns))
         err = fmt2_check_fresh(f->fd, f->bs, !ro, 1, &r);
     int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
+    uint8_t flags[4];
+    if (rc == 0 && f->version >= FMT_VERSION_4 &&
+        fmt_pread_all(f->fd, flags, sizeof(flags), FMT_MARKER_FLAGS_OFF) == 0)
+        f->rec_flag = f->rec_old = (fmt_get32(flags) & FMT_MARKER_RECORDS) != 0;
     if (rc == 0) {
         ff2_take(f, r.ft.size, r.ft.n_blocks);
         ff2_set_state(f, &r.ft, r.file_len);
@@ -106,7 +110,7 @@ int ff2_load(ff_file *f, uint64_t file_len)
 /* A new file: the marker and a footer of nothing, in one write. */
 size_t ff2_new_file(const ff_env *env, uint8_t *out)
 {
-    fmt2_marker_encode(ff_new_version(env), env->sb.block_size, env->sb.uuid, out);
+    fmt2_marker_encode(ff_new_version(env), env->sb.block_size, 0, env->sb.uuid, out);
     fmt2_footer ft = {0, 0, FMT_MARKER_LEN, 0, 0, 0, 0, 0};
     fmt2_footer_encode(&ft, out + FMT_MARKER_LEN);
     return FMT_MARKER_LEN + FMT2_FOOTER_LEN;

@@ -30,10 +30,22 @@ static int ff_in_run(ff_file *f, uint64_t off)
     return 1;
 }
 
+/* Version 4: the records in block i's slot (bsum the block checksum of its frame), applied
+ * onto its decoded bytes. A frame that a journal holds (a read-only
+ * mount reads a journal's copies) takes the records of its block's slot when that slot holds
+ * the same frame: records name the frame they follow by its block checksum. */
+static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsum,
+                             uint8_t *dst, uint64_t len)
+{
+    fmt2_rec_state st;
+    uint64_t end = fmt2_slot_off(f->bs, i) + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
+    return fmt2_rec_load(f->fd, end, NULL, 0, bsum, dst, (uint32_t)len, &st);
+}
+
 /* Decodes the stored block i, entry {off, word}, of len bytes into dst; *at, *rc and the
  * frame's error say what failed. Touches nothing of f that changes but the run hint, so a
  * read may call it without f->lock (holding f->io). */
-static fmt_error ff_decode_raw(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst,
+static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
                                uint64_t len, uint64_t *at_out, int *rc_out)
 {
     uint64_t at = *at_out = fmt_entry_off(&(fmt_entry){off, word});
@@ -59,6 +71,8 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t off, uint32_t word, uint8_t 
     if (rc == 0)
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
                                      : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
+    if (rc == 0 && err == FMT_OK && f->version >= FMT_VERSION_4)
+        err = ff_rec_read(f, i, word, fmt_get32(raw + 4 + fmt_word_size(word)), dst, len);
     free(raw);
     *rc_out = rc;
     return err;
@@ -76,7 +90,7 @@ static int ff_decode_block(ff_file *f, uint64_t i, uint64_t off, uint32_t word, 
     }
     uint64_t at;
     int rc;
-    fmt_error err = ff_decode_raw(f, off, word, dst, len, &at, &rc);
+    fmt_error err = ff_decode_raw(f, i, off, word, dst, len, &at, &rc);
     if (rc == 0 && err == FMT_OK) {
         if (report)
             f->env->n.blocks_decoded++;
@@ -91,9 +105,10 @@ static int ff_decode_block(ff_file *f, uint64_t i, uint64_t off, uint32_t word, 
     return rc < 0 ? rc : -EIO;
 }
 
-int ff_decode_quiet(ff_file *f, uint64_t off, uint32_t word, uint8_t *dst, uint64_t len)
+int ff_decode_quiet(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,
+                    uint64_t len)
 {
-    return ff_decode_block(f, 0, off, word, dst, len, 0);
+    return ff_decode_block(f, i, off, word, dst, len, 0);
 }
 
 static int ff_decode_entry(ff_file *f, uint64_t i, uint64_t off, uint32_t word, uint8_t *dst,

@@ -159,7 +159,8 @@ static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t 
     uint8_t marker[FMT_MARKER_LEN];
     int first = e->block == 0 && f->n_stored == 0;
     if (first)
-        fmt2_marker_encode(f->version, f->bs, f->env->sb.uuid, marker);
+        fmt2_marker_encode(f->version, f->bs, f->rec_flag ? FMT_MARKER_RECORDS : 0,
+                           f->env->sb.uuid, marker);
     return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
                            ff2_slot_end(f, e->block, n, tail), first ? marker : NULL);
@@ -378,7 +379,12 @@ static uint64_t ff2_holes_from(ff_file *f, uint64_t i)
     if (i >= f->n_stored || (b->off & FMT_ENTRY_ZERO) ||
         (b->off & FMT_OFFSET_MASK) != ff2_word_off(f, i) || ff2_stored_frame_len(f, i, &flen) < 0)
         return 0;
-    return (fmt2_slot_off(f->bs, i) + flen + 8 + 4095) & ~4095ull;
+    uint64_t recs = 0;                 /* page records behind the frame (ff_rec.c) */
+    if (f->rec_flag && (!f->rec || !f->rec[i].known))
+        return 0;
+    if (f->rec_flag)
+        recs = f->rec[i].used;
+    return (fmt2_slot_off(f->bs, i) + flen + 8 + recs + 4095) & ~4095ull;
 }
 
 /* A slot's padding was given back to the backing filesystem, so a frame that grows needs
@@ -613,6 +619,7 @@ static void ff2_adopt(ff_file *f, const ff2_frames *fr, const ff2_target *t)
             t->n >= f->n_stored)
             ff_buf_to_cache(f, b, ff2_word_off(f, fr->v[k].block), fr->v[k].len);
         ff_drop_buf(f, b);
+        ff_rec_forget(f, fr->v[k].block);
         b->state = FF_CLEAN;
         b->off = ff2_word_off(f, fr->v[k].block) | (fr->v[k].frame_len ? 0 : FMT_ENTRY_ZERO);
         b->word = fr->v[k].frame_len ? fmt_get32(fr->v[k].frame + FMT_FRAME_HEADER_LEN)
@@ -649,6 +656,7 @@ static int ff2_redo_journal(ff_file *f)
                              e[k].block + 1 < f->v2.jp_n ? fmt2_slot_off(f->bs, e[k].block + 1)
                                                          : f->v2.jp_tail, NULL);
     bc_forget_file(f->env->cache, f->id);
+    ff_rec_reset(f);
     pthread_rwlock_unlock(&f->io);
     /* until a sync puts those slots on the disk, the journal stays their only durable copy:
      * live, so that nothing overwrites or punches it first */

@@ -33,8 +33,9 @@ int ff_reserve(ff_file *f, uint64_t n)
     if (f->cap)
         memcpy(b, f->blk, f->cap * sizeof(*b));
     free(f->blk);
+    uint64_t old_cap = f->cap;
     f->blk = b, f->cap = cap;
-    return 0;
+    return ff_rec_reserve(f, old_cap);
 }
 
 void ff_set_blocks(ff_file *f, uint64_t n)
@@ -99,10 +100,19 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
     }
     b->filled = stored ? (uint32_t)ff_blen(f, i) : 0;
     b->state = FF_DIRTY, b->buf = buf, b->host = host;
+    ff_rec_whole(f, i);
     f->n_dirty++;
     f->env->dirty_bytes += f->bs;
     ff_changed(f, i);
     return 0;
+}
+
+int ff_dirty_whole(ff_file *f, uint64_t i)
+{
+    int rc = ff_make_dirty(f, i, 1);
+    if (rc == 0)
+        ff_rec_whole(f, i);
+    return rc;
 }
 
 static int ff_grow(ff_file *f, uint64_t size)
@@ -115,6 +125,7 @@ static int ff_grow(ff_file *f, uint64_t size)
     if (rc < 0)
         return rc;
     if (tail && f->blk[old_n - 1].state == FF_DIRTY) {
+        ff_rec_whole(f, old_n - 1);
         uint64_t grown = new_n > old_n || size % f->bs == 0 ? f->bs : size % f->bs;
         memset(f->blk[old_n - 1].buf + tail, 0, grown - tail);
     }
@@ -131,8 +142,10 @@ static int ff_grow(ff_file *f, uint64_t size)
 static int ff_shrink(ff_file *f, uint64_t size)
 {
     uint64_t new_n = (size + f->bs - 1) / f->bs, tail = size % f->bs;
-    if (tail && f->blk[new_n - 1].state != FF_ZERO) {
-        int rc = ff_make_dirty(f, new_n - 1, 1);
+    /* a block left last loses its slot's padding, and with it any records there */
+    int last_recs = f->rec_flag && new_n && new_n < f->n_blocks && new_n - 1 < f->n_stored;
+    if ((tail || last_recs) && f->blk[new_n - 1].state != FF_ZERO) {
+        int rc = ff_dirty_whole(f, new_n - 1);
         if (rc < 0)
             return rc;
     }
@@ -162,6 +175,7 @@ static int ff_write_empty_table(int fd, uint64_t off)
 /* Memory for a file that is its marker and an empty seek table, nothing else. */
 void ff_set_empty(ff_file *f)
 {
+    ff_rec_reset(f);
     ff_set_blocks(f, 0);
     f->size = f->n_stored = 0;
     atomic_store(&f->run_hint, 0);
@@ -311,6 +325,7 @@ static int ff_land_block(ff_file *f, uint64_t i, const ff_src *src, size_t p)
         ff_changed(f, i);
     }
     b->buf = mine, b->filled = f->bs;
+    ff_rec_whole(f, i);
     f->env->n.writes_landed++;
     return 1;
 }
@@ -331,10 +346,12 @@ static int ff_write_own(ff_file *f, const ff_src *src, size_t len, uint64_t off)
             done += n;
             continue;
         }
+        int first = f->blk[i].state != FF_DIRTY;
         rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
         if (rc == 0) {
             ff_blk *b = &f->blk[i];
             ff_src_copy(b->buf + boff, src, done, n);
+            ff_rec_range(f, i, boff, boff + n, first);
             b->filled = b->filled + n > f->bs ? f->bs : b->filled + (uint32_t)n;
             done += n;
         }
@@ -449,6 +466,7 @@ static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
             if ((rc = ff_make_dirty(f, i, 1)) < 0)
                 return rc;
             memset(f->blk[i].buf + boff, 0, n);
+            ff_rec_range(f, i, boff, boff + n, 0);
         }
         off += n;
     }

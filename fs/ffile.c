@@ -61,6 +61,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->pair_commits = env->n.pair_commits;
     o->blocks_ahead = env->n.blocks_ahead;
     o->writes_landed = env->n.writes_landed;
+    o->page_records = env->n.page_records, o->records_folded = env->n.records_folded;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)
@@ -111,6 +112,7 @@ static void ff_free(ff_file *f)
         ff_drop_buf(f, &f->blk[i]);
     bc_forget_file(f->env->cache, f->id);
     ff_tail_free(f);
+    ff_rec_free(f);
     ff_fds_remove(f);
     if (f->fd >= 0)
         close(f->fd);
@@ -178,7 +180,7 @@ static size_t ff_new_file(const ff_env *env, uint8_t *out)
 {
     if (ff_new_version(env) != FMT_VERSION_1)
         return ff2_new_file(env, out);
-    fmt_marker m = {FMT_VERSION_1, env->sb.block_size, {0}};
+    fmt_marker m = {FMT_VERSION_1, env->sb.block_size, {0}, 0};
     memcpy(m.uuid, env->sb.uuid, sizeof(m.uuid));
     fmt_trailer empty = {0};
     fmt_marker_encode(&m, out);
@@ -235,6 +237,8 @@ int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
     int rc = ff_lock_charged(f);
     if (rc == 0) {
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
+        if (rc == 0 && !f->foreign)
+            rc = ff_rec_fold(f);
         if (rc == 0 && !f->foreign && f->version >= FMT_VERSION_2 && !f->env->opt.read_only)
             rc = ff2_release(f);
         if (f->mtime_stale)

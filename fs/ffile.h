@@ -176,6 +176,8 @@ typedef struct {
                                           that compressed them, or behind a brick their
                                           writer wrote, not by their writer's commit */
     uint64_t writes_landed;            /* blocks whose WRITE payload became their buffer */
+    uint64_t page_records;             /* changes committed as records behind a frame */
+    uint64_t records_folded;           /* blocks whose records a release made a new frame */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

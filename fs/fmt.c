@@ -113,7 +113,7 @@ void fmt_marker_encode(const fmt_marker *m, uint8_t out[FMT_MARKER_LEN])
     fmt_put32(s + 8, FMT_MARKER_MAGIC);
     fmt_put32(s + 12, m->version);
     fmt_put32(s + 16, m->block_size);
-    fmt_put32(s + 20, 0);                                        /* flags, none yet */
+    fmt_put32(s + 20, m->flags);
     memcpy(s + 24, m->uuid, 16);
 }
 
@@ -128,6 +128,7 @@ fmt_error fmt_marker_decode(const uint8_t *buf, size_t len, fmt_marker *m)
         return FMT_ERR_FOREIGN;
     m->version = fmt_get32(s + 12);
     m->block_size = fmt_get32(s + 16);
+    m->flags = fmt_get32(s + 20);
     memcpy(m->uuid, s + 24, 16);
     if (m->version > FMT_VERSION)
         return FMT_ERR_NEWER;

@@ -19,10 +19,11 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define FMT_VERSION 3u                      /* newest file format this build reads and writes */
+#define FMT_VERSION 4u                      /* newest file format this build reads and writes */
 #define FMT_VERSION_1 1u                    /* the seek-table layout of this file (fmt.c) */
 #define FMT_VERSION_2 2u                    /* slots, journal and footer (fmt2.c) */
 #define FMT_VERSION_3 3u                    /* version 2 with hole runs (fmt2_run.c) */
+#define FMT_VERSION_4 4u                    /* version 3 with page records (fmt2_rec.c) */
 #define FMT_LZ4_MAGIC 0x184D2204u
 #define FMT_SKIP_MARKER 0x184D2A5Au         /* skippable magics (0x184D2A50..5F) used here */
 #define FMT_SKIP_TRAILER 0x184D2A5Bu
@@ -68,7 +69,13 @@ typedef struct {
     uint32_t version;                       /* format version of the file */
     uint32_t block_size;                    /* logical bytes per block */
     uint8_t uuid[16];                       /* the store the file was written in */
+    uint32_t flags;                         /* FMT_MARKER_RECORDS, version 4 only */
 } fmt_marker;
+
+/* Marker flag (version 4): slots may hold page records (docs/FORMAT.md 9.11) that a writer
+ * has not folded into their frames yet; the next last release looks at every slot. */
+#define FMT_MARKER_RECORDS 1u
+#define FMT_MARKER_FLAGS_OFF 39u            /* the marker's flags word */
 
 /* One seek table entry: where a block's size word lies, and the word itself. */
 typedef struct {

@@ -148,7 +148,7 @@ static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
                          const uint8_t *marker, uint64_t holes_from, const uint8_t *footer)
 {
     uint64_t at = fmt2_slot_off(bs, i);
-    uint8_t tail[FMT2_HOLE_TAIL + 8];
+    uint8_t tail[FMT2_HOLE_TAIL + 8 + FMT2_KILL_LEN];
     size_t tail_len = 0;
     int rc = 0;
     if (!frame) {
@@ -159,6 +159,10 @@ static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
     if (rc == 0 && end > fend) {
         fmt2_pad_header(tail + tail_len, end - fend);
         tail_len += 8;
+    }
+    if (rc == 0 && end >= fend + 8 + FMT2_KILL_LEN) {
+        memset(tail + tail_len, 0, FMT2_KILL_LEN);
+        tail_len += FMT2_KILL_LEN;
     }
     int with_footer = footer && frame && end == fend;
     if (rc == 0 && frame) {            /* marker, frame and padding header: one write */
@@ -604,6 +608,10 @@ static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t
         fmt2_pad_header(want + n, end - at - n);
         n += 8;
     }
+    if (end >= at + n + FMT2_KILL_LEN) {   /* records of an older frame: none counts */
+        memset(want + n, 0, FMT2_KILL_LEN);
+        n += FMT2_KILL_LEN;
+    }
     return fmt_pread_all(fd, tmp, (size_t)n, at) == 0 && memcmp(tmp, want, (size_t)n) == 0;
 }
 
@@ -924,10 +932,10 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     return FMT_OK;
 }
 
-void fmt2_marker_encode(uint32_t version, uint32_t bs, const uint8_t uuid[16],
+void fmt2_marker_encode(uint32_t version, uint32_t bs, uint32_t flags, const uint8_t uuid[16],
                         uint8_t out[FMT_MARKER_LEN])
 {
-    fmt_marker m = {version, bs, {0}};
+    fmt_marker m = {version, bs, {0}, version >= FMT_VERSION_4 ? flags : 0};
     memcpy(m.uuid, uuid, sizeof(m.uuid));
     fmt_marker_encode(&m, out);
 }
@@ -935,7 +943,7 @@ void fmt2_marker_encode(uint32_t version, uint32_t bs, const uint8_t uuid[16],
 int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
 {
     uint8_t head[FMT_MARKER_LEN];
-    fmt2_marker_encode(FMT_VERSION, bs, uuid, head);
+    fmt2_marker_encode(FMT_VERSION, bs, FMT_MARKER_RECORDS, uuid, head);
     return fmt_pwrite_all(fd, head, sizeof(head), 0);
 }
 

@@ -267,12 +267,14 @@ void fmt2_recovery_free(fmt2_recovery *r);
  * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
 #define FMT2_LOST_MARKER_SLOTS 16u            /* first slots looked at for a head */
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
-/* The marker of a file of this version (2 or 3) and block size bs in the store whose uuid
- * is given. */
-void fmt2_marker_encode(uint32_t version, uint32_t bs, const uint8_t uuid[16],
+/* The marker of a file of this version (2, 3 or 4) and block size bs in the store whose uuid
+ * is given, with flags (FMT_MARKER_RECORDS, version 4 only). */
+void fmt2_marker_encode(uint32_t version, uint32_t bs, uint32_t flags, const uint8_t uuid[16],
                         uint8_t out[FMT_MARKER_LEN]);
-/* Writes the marker of such a file back, of the newest version (3 reads every version 2
- * file as it is). The daemon's open and fsck both put it back this way. 0 or -errno. */
+/* Writes the marker of such a file back, of the newest version (4 reads every version 2 and
+ * 3 file as it is), with FMT_MARKER_RECORDS set: the lost marker may have said that slots
+ * hold records, and the flag only makes the next last release look. The daemon's open and
+ * fsck both put it back this way. 0 or -errno. */
 int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
 
 /* After fmt2_recover, for a file a power loss may have caught: the blocks at and after the
@@ -283,6 +285,47 @@ int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
  * says every block is promised (fresh = n), so that no later open checks them again.
  * Otherwise r->ft says the same, in memory only. */
 fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r);
+
+/* ---- page records (version 4, fmt2_rec.c, docs/FORMAT.md 9.11) ----
+ * A small change of a block is stored as a record in the padding of the block's own slot,
+ * behind its frame, instead of a new frame: records follow one another from the start of
+ * the padding's payload, each bound to the one before it (the first to the frame's block
+ * checksum), and a reader applies them in order onto the frame's content. */
+#define FMT2_REC_MAGIC 0x43525046u          /* "FPRC" */
+#define FMT2_REC_HEAD 20u                   /* magic, prev, off, len, word */
+#define FMT2_REC_OVERHEAD 24u               /* head and checksum */
+#define FMT2_KILL_LEN 4u                    /* zero bytes a frame's write puts at the start of
+                                               its padding's payload: no record of an older
+                                               frame there is read as one of this frame */
+/* Where a reader that read a slot's frame finds what tells it whether records follow: the
+ * frame's end (EndMark, content checksum), the padding header and a record's head. */
+#define FMT2_REC_PROBE (FMT_FRAME_END_LEN + 8u + FMT2_REC_HEAD)
+
+typedef struct {
+    uint32_t room;                          /* the padding's payload size P; 0: no padding */
+    uint32_t used;                          /* bytes of it the chain of records takes */
+    uint32_t chain;                         /* what the next record's prev must be */
+    uint32_t count;                         /* records in the chain */
+} fmt2_rec_state;
+
+/* Encodes a record of the bytes raw[0, len) at offset off of a block into out (room for
+ * FMT2_REC_OVERHEAD + LZ4_COMPRESSBOUND(len)), compressed when that makes it smaller.
+ * Returns its length; *sum is its checksum, the next record's prev. */
+size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t off, const uint8_t *raw,
+                       uint32_t len, uint32_t *sum);
+/* The chain of records in a padding's payload area[0, avail) applied onto dst (the block's
+ * blen decoded bytes; NULL: only walked), its first prev being the frame's block checksum
+ * bsum. st->used, chain and count say what it found; the chain ends at the first bytes that
+ * are not its next record. FMT_ERR_CORRUPT only for a whole record (its checksum good)
+ * whose data do not decode to what it says. */
+fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint8_t *dst,
+                         uint32_t blen, fmt2_rec_state *st);
+/* The records of a slot whose frame ends at end (in the slot of a file whose slots hold
+ * padding), read from fd and applied onto dst as fmt2_rec_apply does. probe holds the
+ * probe_len (at most FMT2_REC_PROBE) bytes read from end - FMT_FRAME_END_LEN, NULL to read
+ * them here; fewer than all at the end of the file. */
+fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
+                        uint32_t bsum, uint8_t *dst, uint32_t blen, fmt2_rec_state *st);
 
 /* Zeroes [off, off+len) of the backing file, deallocating what it can. */
 int fmt2_zero(int fd, uint64_t off, uint64_t len);

@@ -128,6 +128,7 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"readahead_blocks", fst.readahead_blocks},
         {"pair_commits", fst.pair_commits}, {"blocks_ahead", fst.blocks_ahead},
         {"writes_landed", fst.writes_landed},
+        {"page_records", fst.page_records}, {"records_folded", fst.records_folded},
         {"dir_streams", atomic_load(&fs->dirs.held)},
         {"dir_reopens", atomic_load(&fs->dirs.reopens)},
         {"direct_opens", atomic_load(&fs->direct_opens)},

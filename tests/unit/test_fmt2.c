@@ -504,7 +504,7 @@ typedef struct {
 
 static void marker(int fd)
 {
-    fmt_marker m = {FMT_VERSION, BS, {1, 2, 3}};
+    fmt_marker m = {FMT_VERSION, BS, {1, 2, 3}, 0};
     uint8_t b[FMT_MARKER_LEN];
     fmt_marker_encode(&m, b);
     assert_int_equal(fmt_pwrite_all(fd, b, sizeof(b), 0), 0);

@@ -1,0 +1,274 @@
+/* Page records of an open file (format version 4; docs/FORMAT.md 9.11 and 11.7). A commit
+ * whose changed blocks each changed in a small range (a database's page, fio's 4 KiB) writes
+ * each range as a record behind its block's frame, in the block's own slot, instead of a new
+ * frame through a journal: the commit writes about what changed, and one sync makes it
+ * durable. The file's last release folds every slot's records into a new frame, so that a
+ * file at rest holds none and decodes with the stock lz4 -d. */
+#include "ff_slots.h"
+
+#include <errno.h>
+#include <lz4.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bcache.h"
+
+#define FF_REC_SHARE 4u                /* a record covers at most a quarter of a block */
+#define FF_REC_FOLD_BATCH 64u          /* blocks folded per commit at the release */
+
+void ff_rec_free(ff_file *f)
+{
+    free(f->rec);
+    f->rec = NULL;
+}
+
+static int ff_rec_able(const ff_file *f)
+{
+    return !f->env->opt.read_only &&
+           (f->version == FMT_VERSION_4 ||
+            (f->version == FMT_VERSION_3 && ff_new_version(f->env) >= FMT_VERSION_4));
+}
+
+static int ff_rec_table(ff_file *f)
+{
+    if (!f->rec)
+        f->rec = calloc(f->cap ? f->cap : 1, sizeof(*f->rec));
+    return f->rec ? 0 : -ENOMEM;
+}
+
+int ff_rec_reserve(ff_file *f, uint64_t old_cap)
+{
+    if (!f->rec)
+        return 0;
+    ff_rec *r = calloc(f->cap, sizeof(*r));
+    if (!r) {                          /* every block counts as changed whole, and the
+                                          release looks at every slot */
+        ff_rec_free(f);
+        f->rec_old = f->rec_flag;
+        return -ENOMEM;
+    }
+    memcpy(r, f->rec, old_cap * sizeof(*r));
+    free(f->rec);
+    f->rec = r;
+    return 0;
+}
+
+void ff_rec_range(ff_file *f, uint64_t i, uint64_t lo, uint64_t hi, int first)
+{
+    /* without a table every dirty block counts as changed whole: no record */
+    if (!ff_rec_able(f) || ff_rec_table(f) < 0)
+        return;
+    ff_rec *r = &f->rec[i];
+    if (first) {
+        r->lo = (uint32_t)lo, r->hi = (uint32_t)hi;
+    } else if (r->hi > r->lo) {
+        r->lo = lo < r->lo ? (uint32_t)lo : r->lo;
+        r->hi = hi > r->hi ? (uint32_t)hi : r->hi;
+    }
+}
+
+void ff_rec_whole(ff_file *f, uint64_t i)
+{
+    if (f->rec)
+        f->rec[i].lo = f->rec[i].hi = 0;
+}
+
+void ff_rec_forget(ff_file *f, uint64_t i)
+{
+    if (f->rec)
+        f->rec[i].known = 0;
+}
+
+void ff_rec_reset(ff_file *f)
+{
+    if (f->rec)
+        memset(f->rec, 0, f->cap * sizeof(*f->rec));
+}
+
+/* Where stored block i's frame ends: its slot's padding header, and the records, follow. */
+static uint64_t ff_rec_frame_end(const ff_file *f, uint64_t i)
+{
+    return fmt2_slot_off(f->bs, i) + FMT2_FRAME_OVERHEAD + fmt_word_size(f->blk[i].word);
+}
+
+/* What slot i holds of records: read once, then kept until a write of the slot forgets it. */
+static int ff_rec_known(ff_file *f, uint64_t i)
+{
+    ff_rec *r = &f->rec[i];
+    ff_blk *b = &f->blk[i];
+    if (r->known)
+        return 0;
+    uint8_t w[4];
+    if (b->word == 0) {                /* memory has not read the size word yet */
+        if (fmt_pread_all(f->fd, w, sizeof(w), b->off) < 0)
+            return -EIO;
+        b->word = fmt_get32(w);
+    }
+    uint64_t end = ff_rec_frame_end(f, i);
+    if (fmt_pread_all(f->fd, w, sizeof(w), end - FMT2_FRAME_TRAIL) < 0)
+        return -EIO;
+    fmt2_rec_state st;
+    if (fmt2_rec_load(f->fd, end, NULL, 0, fmt_get32(w), NULL, f->bs, &st) != FMT_OK)
+        return -EIO;
+    r->room = st.room, r->used = st.used, r->chain = st.chain, r->known = 1;
+    return 0;
+}
+
+/* Whether dirty block i's change may go as a record: a block of its own slot with a padding
+ * behind it (neither the last slot nor a hole), changed in a small range. */
+static int ff_rec_fits_block(const ff_file *f, uint64_t i)
+{
+    const ff_blk *b = &f->blk[i];
+    const ff_rec *r = &f->rec[i];
+    return b->state == FF_DIRTY && i + 1 < f->n_stored && i + 1 < f->n_blocks &&
+           !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD && f->tail_block != i &&
+           b->filled >= f->bs && r->hi > r->lo && r->hi - r->lo <= f->bs / FF_REC_SHARE;
+}
+
+/* The marker says version 4 and that slots may hold records, on the disk before the first
+ * record is: an open after a crash then knows to fold them. */
+static int ff_rec_mark(ff_file *f)
+{
+    uint8_t m[12];
+    fmt_put32(m, FMT_VERSION_4);
+    fmt_put32(m + 4, f->bs);
+    fmt_put32(m + 8, FMT_MARKER_RECORDS);
+    int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
+    if (rc == 0 && fdatasync(f->fd) < 0)
+        rc = -errno;
+    if (rc == 0) {
+        ff_io_exclusive(f);            /* readers look at the version */
+        f->version = FMT_VERSION_4, f->rec_flag = 1;
+        pthread_rwlock_unlock(&f->io);
+    }
+    return rc;
+}
+
+/* Block i's record written: memory says the block is as stored, its bytes in the cache. */
+static void ff_rec_adopt(ff_file *f, uint64_t i)
+{
+    ff_blk *b = &f->blk[i];
+    bc_forget(f->env->cache, f->id, b->off);
+    ff_buf_to_cache(f, b, b->off, f->bs);
+    ff_drop_buf(f, b);
+    b->state = FF_CLEAN;
+    f->env->n.page_records++;
+}
+
+/* Writes block i's change as a record: 1 written, 0 it does not fit, or -errno. */
+static int ff_rec_put(ff_file *f, uint64_t i, uint8_t *out)
+{
+    ff_rec *r = &f->rec[i];
+    int rc = ff_rec_known(f, i);
+    if (rc < 0)
+        return rc;
+    uint32_t sum;
+    size_t n = fmt2_rec_encode(out, r->chain, r->lo, f->blk[i].buf + r->lo, r->hi - r->lo, &sum);
+    if (r->room < FMT2_KILL_LEN || (uint64_t)r->used + n > r->room)
+        return 0;                      /* the padding is full: a new frame */
+    rc = fmt_pwrite_all(f->fd, out, n, ff_rec_frame_end(f, i) + 8 + r->used);
+    if (rc < 0)
+        return rc;
+    r->used += (uint32_t)n, r->chain = sum;
+    ff_rec_adopt(f, i);
+    return 1;
+}
+
+/* The first block at or after from that a commit must still write; UINT64_MAX: none. */
+static uint64_t ff_rec_left(const ff_file *f, uint64_t from)
+{
+    if (f->n_blocks != f->n_stored || f->size != f->v2.size)
+        return from;                   /* the size changes: the commit decides */
+    for (uint64_t i = from; i < f->n_blocks; i++) {
+        const ff_blk *b = &f->blk[i];
+        if (b->state == FF_DIRTY || (b->state == FF_ZERO && !(b->off & FMT_ENTRY_ZERO)))
+            return i;
+    }
+    return UINT64_MAX;
+}
+
+/* Records for every dirty block that fits; those that do not stay dirty. */
+static int ff_rec_write(ff_file *f, int *wrote)
+{
+    uint8_t *out = malloc(FMT2_REC_OVERHEAD + LZ4_COMPRESSBOUND(f->bs / FF_REC_SHARE));
+    if (!out)
+        return -ENOMEM;
+    int rc = 0;
+    *wrote = 0;
+    ff_io_exclusive(f);
+    for (uint64_t i = f->rewrite_min; rc >= 0 && i + 1 < f->n_stored; i++)
+        if (ff_rec_fits_block(f, i) && (rc = ff_rec_put(f, i, out)) > 0)
+            (*wrote)++;
+    pthread_rwlock_unlock(&f->io);
+    free(out);
+    return rc < 0 ? rc : 0;
+}
+
+int ff_rec_commit(ff_file *f, int durable)
+{
+    if (!f->rec || !ff_rec_able(f) || f->n_batches || f->v2.j_pending || f->v2.footerless ||
+        f->rewrite_min + 1 >= f->n_stored)
+        return 0;
+    uint64_t any = f->rewrite_min;
+    while (any + 1 < f->n_stored && !ff_rec_fits_block(f, any))
+        any++;
+    if (any + 1 >= f->n_stored)
+        return 0;
+    int rc = f->rec_flag ? 0 : ff_rec_mark(f);
+    int wrote = 0;
+    if (rc == 0)
+        rc = ff_rec_write(f, &wrote);
+    if (rc < 0 || wrote == 0)
+        return rc;
+    f->mtime_stale = 1;
+    f->rewrite_min = ff_rec_left(f, f->rewrite_min);
+    if (f->rewrite_min != UINT64_MAX)
+        return 0;                      /* the rest goes through a commit, which syncs */
+    f->env->n.commits++;
+    rc = durable ? ff2_sync_for(f, durable) : 0;
+    if (rc == 0 && durable)
+        rc = ff2_promise(f);
+    if (rc == 0)
+        f->deferred_err = 0;
+    return rc < 0 ? rc : 1;
+}
+
+/* Folds the records of slots [0, n_stored - 1) into new frames: each such block is made
+ * dirty whole (no record takes it) and committed, a batch at a time. */
+static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
+{
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i + 1 < f->n_stored; i++) {
+        ff_blk *b = &f->blk[i];
+        if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || b->word == FMT2_RUN_WORD ||
+            (!f->rec[i].known && !f->rec_old))
+            continue;
+        if ((rc = ff_rec_known(f, i)) < 0 || f->rec[i].used == 0)
+            continue;
+        if ((rc = ff_dirty_whole(f, i)) == 0 && ++*folded % FF_REC_FOLD_BATCH == 0)
+            rc = ff_commit(f, 0, FF_COMMIT_FULL);
+    }
+    return rc == 0 ? ff_commit(f, 0, FF_COMMIT_FULL) : rc;
+}
+
+int ff_rec_fold(ff_file *f)
+{
+    if (f->env->opt.read_only || f->version != FMT_VERSION_4 || (!f->rec && !f->rec_flag))
+        return 0;
+    int rc = ff_rec_table(f);
+    uint64_t folded = 0;
+    if (rc == 0)
+        rc = ff_rec_fold_all(f, &folded);
+    f->env->n.records_folded += folded;
+    if (rc < 0 || !f->rec_flag)
+        return rc;
+    /* the new frames on the disk before the flag that sends the next open looking goes */
+    rc = ff2_sync(f);
+    uint8_t none[4] = {0};
+    if (rc == 0)
+        rc = fmt_pwrite_all(f->fd, none, sizeof(none), FMT_MARKER_FLAGS_OFF);
+    if (rc == 0)
+        f->rec_flag = f->rec_old = 0;
+    return rc;
+}

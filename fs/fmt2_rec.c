@@ -1,0 +1,154 @@
+/* Page records of format version 4 (docs/FORMAT.md 9.11): a small change of a block stored
+ * behind the block's frame, in the padding of its own slot, so that a commit of a few pages
+ * writes a few pages. Nothing here knows an open file: ff_rec.c decides when to write them
+ * and folds them into frames again. */
+#include "fmt2.h"
+
+#include <errno.h>
+#include <lz4.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define FMT2_REC_READ (64u << 10)           /* the first read of a chain, then doubled */
+
+size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t off, const uint8_t *raw,
+                       uint32_t len, uint32_t *sum)
+{
+    int comp = LZ4_compress_default((const char *)raw, (char *)out + FMT2_REC_HEAD, (int)len,
+                                    LZ4_compressBound((int)len));
+    uint32_t word = comp > 0 && (uint32_t)comp < len ? (uint32_t)comp : len | FMT_RAW_BIT;
+    if (word & FMT_RAW_BIT)
+        memcpy(out + FMT2_REC_HEAD, raw, len);
+    fmt_put32(out, FMT2_REC_MAGIC);
+    fmt_put32(out + 4, prev);
+    fmt_put32(out + 8, off);
+    fmt_put32(out + 12, len);
+    fmt_put32(out + 16, word);
+    size_t n = FMT2_REC_HEAD + fmt_word_size(word);
+    *sum = XXH32(out, n, 0);
+    fmt_put32(out + n, *sum);
+    return n + 4;
+}
+
+/* The length of the record at b if it is the chain's next (prev) and whole in avail bytes
+ * of a block of blen bytes; 0 otherwise. */
+static size_t fmt2_rec_whole(const uint8_t *b, size_t avail, uint32_t prev, uint32_t blen)
+{
+    if (avail < FMT2_REC_OVERHEAD || fmt_get32(b) != FMT2_REC_MAGIC || fmt_get32(b + 4) != prev)
+        return 0;
+    uint32_t off = fmt_get32(b + 8), len = fmt_get32(b + 12), word = fmt_get32(b + 16);
+    uint32_t d = fmt_word_size(word);
+    if (len == 0 || off >= blen || len > blen - off || d == 0 || d > len ||
+        ((word & FMT_RAW_BIT) && d != len) || d > avail - FMT2_REC_OVERHEAD)
+        return 0;
+    size_t n = FMT2_REC_HEAD + d;
+    return XXH32(b, n, 0) == fmt_get32(b + n) ? n + 4 : 0;
+}
+
+static fmt_error fmt2_rec_put(const uint8_t *b, uint8_t *dst)
+{
+    uint32_t off = fmt_get32(b + 8), len = fmt_get32(b + 12), word = fmt_get32(b + 16);
+    const uint8_t *data = b + FMT2_REC_HEAD;
+    if (word & FMT_RAW_BIT) {
+        memcpy(dst + off, data, len);
+        return FMT_OK;
+    }
+    int got = LZ4_decompress_safe((const char *)data, (char *)dst + off,
+                                  (int)fmt_word_size(word), (int)len);
+    return got == (int)len ? FMT_OK : FMT_ERR_CORRUPT;
+}
+
+fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint8_t *dst,
+                         uint32_t blen, fmt2_rec_state *st)
+{
+    st->used = 0, st->chain = bsum, st->count = 0;
+    for (;;) {
+        size_t n = fmt2_rec_whole(area + st->used, avail - st->used, st->chain, blen);
+        if (n == 0)
+            return FMT_OK;
+        if (dst && fmt2_rec_put(area + st->used, dst) != FMT_OK)
+            return FMT_ERR_CORRUPT;
+        st->chain = fmt_get32(area + st->used + n - 4);
+        st->used += (uint32_t)n, st->count++;
+    }
+}
+
+/* Up to len bytes at off; fewer only at the end of the file. */
+static ssize_t fmt2_pread_upto(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(fd, buf + got, len - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* The payload's first have bytes are read; the chain is walked, reading more while its next
+ * record may lie past them. */
+static fmt_error fmt2_rec_walk(int fd, uint64_t at, uint8_t **bufp, size_t have, uint32_t bsum,
+                               uint8_t *dst, uint32_t blen, fmt2_rec_state *st)
+{
+    uint32_t room = st->room;
+    for (;;) {
+        fmt_error err = fmt2_rec_apply(*bufp, have, bsum, NULL, blen, st);
+        if (err != FMT_OK || have == room || have - st->used >= FMT2_REC_OVERHEAD + blen)
+            break;                     /* the chain ends inside what was read */
+        size_t more = have * 2 < room ? have * 2 : room;
+        uint8_t *b = realloc(*bufp, more);
+        if (!b)
+            return FMT_ERR_NOMEM;
+        *bufp = b;
+        ssize_t r = fmt2_pread_upto(fd, b + have, more - have, at + have);
+        if (r < 0)
+            return FMT_ERR_IO;
+        if ((size_t)r < more - have) { /* the file ends inside the padding: walk what is */
+            have += (size_t)r, room = (uint32_t)have;
+            continue;
+        }
+        have = more;
+    }
+    return dst ? fmt2_rec_apply(*bufp, st->used, bsum, dst, blen, st) : FMT_OK;
+}
+
+fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
+                        uint32_t bsum, uint8_t *dst, uint32_t blen, fmt2_rec_state *st)
+{
+    uint8_t own[FMT2_REC_PROBE];
+    *st = (fmt2_rec_state){0, 0, bsum, 0};
+    if (!probe) {
+        ssize_t r = fmt2_pread_upto(fd, own, sizeof(own), end - FMT_FRAME_END_LEN);
+        if (r < 0)
+            return FMT_ERR_IO;
+        probe = own, probe_len = (size_t)r;
+    }
+    const uint8_t *pad = probe + FMT_FRAME_END_LEN;
+    if (probe_len < FMT_FRAME_END_LEN + 8 || fmt_get32(pad) != FMT_SKIP_PAD)
+        return FMT_OK;                 /* no padding: the last slot */
+    st->room = fmt_get32(pad + 4);
+    if (st->room > blen + FMT2_SLOT_EXTRA)     /* no slot's padding is longer */
+        st->room = blen + FMT2_SLOT_EXTRA;
+    if (probe_len < FMT2_REC_PROBE || fmt_get32(pad + 8) != FMT2_REC_MAGIC ||
+        fmt_get32(pad + 12) != bsum)
+        return FMT_OK;                 /* no record */
+    size_t first = st->room < FMT2_REC_READ ? st->room : FMT2_REC_READ;
+    uint8_t *buf = malloc(first ? first : 1);
+    if (!buf)
+        return FMT_ERR_NOMEM;
+    ssize_t r = fmt2_pread_upto(fd, buf, first, end + 8);
+    fmt_error err = r < 0 ? FMT_ERR_IO : FMT_OK;
+    if (err == FMT_OK && (size_t)r < first)
+        st->room = (uint32_t)r, first = (size_t)r;
+    if (err == FMT_OK)
+        err = fmt2_rec_walk(fd, end + 8, &buf, first, bsum, dst, blen, st);
+    free(buf);
+    return err;
+}

@@ -1,0 +1,133 @@
+#!/bin/bash
+# t_records: page records of format version 4 (docs/FORMAT.md 9.11, 11.7). A commit whose
+# blocks changed in a few pages writes those pages as records behind the blocks' frames, in
+# their own slots; reads apply them; the last release folds them into frames again, so that
+# every file at rest decodes with lz4 -d. Checked: random 4 KiB writes with an fsync every
+# few become records (counter page_records) and read back through the mount while the file
+# is open, after a kill -9 of the daemon (an fsync's records are kept, the next release folds
+# them: records_folded) and after the unmount (lz4 -d, fsck, the marker's flag cleared, the
+# space back to what lz4 -1 takes); a shrink that leaves a block with records last; a
+# version 3 file becomes version 4 at its first record; with file_version=3 nothing is.
+. "$(dirname "$0")/lib.sh"
+need_binaries
+
+SRC="$WS/src"
+mkdir -p "$SRC"
+gen_file "$SRC/base" $((4 << 20)) mixed 5
+
+# rw.py FILE BASE MODEL SEED N EVERY [TRUNC]: copies BASE to FILE (fsync), then N random
+# writes of 1-8 KiB (compressible) at random offsets, an fsync after every EVERY; after the
+# last fsync MODEL holds what the file must read. Reads the file back through the mount
+# before it closes it; TRUNC: a size to ftruncate to (and fsync) after the writes.
+RW_PY='
+import os, random, sys
+path, base, model, seed, n, every = sys.argv[1:7]
+trunc = int(sys.argv[7]) if len(sys.argv) > 7 else None
+r = random.Random(int(seed))
+data = bytearray(open(base, "rb").read())
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+if os.fstat(fd).st_size != len(data):
+    os.pwrite(fd, bytes(data), 0)
+    os.fsync(fd)
+words = [b"page ", b"record ", b"%05d " % r.randrange(99999), b"slot\n"]
+for k in range(int(n)):
+    ln = r.randint(1, 8192)
+    off = r.randrange(len(data) - ln)
+    chunk = b"".join(r.choice(words) for _ in range(ln // 4 + 1))[:ln]
+    os.pwrite(fd, chunk, off)
+    data[off:off + ln] = chunk
+    if (k + 1) % int(every) == 0:
+        os.fsync(fd)
+os.fsync(fd)
+if trunc is not None:
+    os.ftruncate(fd, trunc)
+    os.fsync(fd)
+    del data[trunc:]
+open(model, "wb").write(bytes(data))
+got = os.pread(fd, len(data) + 1, 0)
+os.close(fd)
+sys.exit(0 if got == bytes(data) else "the file reads back other bytes than were written")
+'
+records() { stat_of "$(stats "$MNT")" page_records; }
+folded() { stat_of "$(stats "$MNT")" records_folded; }
+# u32 at offset $2 of file $1
+u32() { od -An -t u4 -j "$2" -N 4 "$1" | tr -d ' '; }
+
+BACKING="$WS/store"
+BLOCK_SIZE=64K
+check "mount (64K blocks)" mount_store
+before=$(records)
+check "random writes with an fsync every 8" \
+    python3 -c "$RW_PY" "$MNT/db" "$SRC/base" "$WS/model" 1 400 8
+n=$(($(records) - before))
+check_show "the changes went as records ($n)" test "$n" -ge 300
+check "the file reads back" cmp "$WS/model" "$MNT/db"
+check "umount" umount_store
+check "lz4 -d of the backing file is its content" cmp "$WS/model" \
+    <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+check_eq "the marker says version 4" 4 "$(u32 "$BACKING/db" 31)"
+check_eq "its records flag is clear at rest" 0 "$(u32 "$BACKING/db" 39)"
+check_show "fsck finds nothing to repair" "$FSCK" "$BACKING"
+lz=$(lz4 -1 -c "$WS/model" | wc -c)
+alloc=$(($(stat -c %b "$BACKING/db") * 512))
+check_show "the space is back ($alloc bytes allocated, lz4 -1 takes $lz)" \
+    test "$alloc" -le $((lz * 115 / 100 + 65536))
+
+# an fsync's records survive a kill -9; the next release folds them
+check "mount" mount_store
+check "writes with an fsync every 4" python3 -c "$RW_PY" "$MNT/db" "$WS/model" "$WS/model" 2 200 4
+python3 - "$MNT/db" "$WS/model" <<'EOF' &
+import os, sys, time
+# keeps the file open (no release) while the daemon is killed
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.pwrite(fd, b"kept by an fsync\n", 123456)
+os.fsync(fd)
+m = bytearray(open(sys.argv[2], "rb").read())
+m[123456:123456 + 17] = b"kept by an fsync\n"
+open(sys.argv[2], "wb").write(bytes(m))
+open(sys.argv[2] + ".ready", "w").close()
+time.sleep(30)
+EOF
+holder=$!
+for _ in $(seq 1 100); do [ -e "$WS/model.ready" ] && break; sleep 0.1; done
+check_eq "the backing file's flag says records may be there" 1 "$(u32 "$BACKING/db" 39)"
+check "kill -9 of the daemon" kill_daemon
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+check "remount" mount_store
+check "after the crash the file reads what the fsyncs promised" cmp "$WS/model" "$MNT/db"
+check "umount" umount_store
+check "lz4 -d of it is its content" cmp "$WS/model" <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+check_eq "the flag is clear again" 0 "$(u32 "$BACKING/db" 39)"
+check_show "fsck finds nothing to repair" "$FSCK" "$BACKING"
+
+# a shrink to a block boundary leaves a block with records last: they stay content
+check "mount" mount_store
+check "writes, then a shrink to 40 blocks" \
+    python3 -c "$RW_PY" "$MNT/db" "$WS/model" "$WS/model2" 3 100 2 $((40 * 65536))
+check "it reads back" cmp "$WS/model2" "$MNT/db"
+check "grown again by a hole" truncate -s $((50 * 65536)) "$MNT/db"
+cp "$WS/model2" "$WS/model3" && truncate -s $((50 * 65536)) "$WS/model3"
+check "it reads back" cmp "$WS/model3" "$MNT/db"
+check "umount" umount_store
+check "lz4 -d of it is its content" cmp "$WS/model3" <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+
+# a version 3 file takes records as version 4; file_version=3 writes none
+check "mount with file_version=3" mount_store file_version=3
+check "a version 3 file" cp "$SRC/base" "$MNT/v3"
+before=$(records)
+check "random writes under file_version=3" \
+    python3 -c "$RW_PY" "$MNT/v3" "$SRC/base" "$WS/m3" 4 50 5
+check_eq "no records" "$before" "$(records)"
+check "umount" umount_store
+check_eq "the file stays version 3" 3 "$(u32 "$BACKING/v3" 31)"
+check "mount" remount ""
+before=$(records)
+check "random writes" python3 -c "$RW_PY" "$MNT/v3" "$WS/m3" "$WS/m4" 5 50 5
+check_show "they went as records" test "$(records)" -gt "$before"
+check "it reads back" cmp "$WS/m4" "$MNT/v3"
+check "umount" umount_store
+check_eq "the file is version 4 now" 4 "$(u32 "$BACKING/v3" 31)"
+check "lz4 -d of it is its content" cmp "$WS/m4" <(lz4 -d -c "$BACKING/v3" 2>/dev/null)
+check_show "fsck finds nothing to repair" "$FSCK" "$BACKING"
+finish
