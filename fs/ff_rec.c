@@ -105,6 +105,10 @@ static int ff_rec_known(ff_file *f, uint64_t i)
             return -EIO;
         b->word = fmt_get32(w);
     }
+    if (fmt_word_size(b->word) == 0 || fmt_word_size(b->word) > f->bs) {
+        *r = (ff_rec){r->lo, r->hi, 0, 0, 0, 1};     /* in a hole run: no frame of its own */
+        return 0;
+    }
     uint64_t end = ff_rec_frame_end(f, i);
     if (fmt_pread_all(f->fd, w, sizeof(w), end - FMT2_FRAME_TRAIL) < 0)
         return -EIO;

@@ -197,6 +197,28 @@ static void fzf2_parse_at(const uint8_t *buf, size_t avail, uint32_t bs)
     free(dst);
 }
 
+/* A chain of page records (version 4) read from any bytes stays inside them, and applying
+ * it writes only inside the block; walking it without applying finds the same chain. The
+ * chain's first prev is taken from the input, so that inputs reach the records themselves. */
+static void fzf2_check_records(const uint8_t *area, size_t avail, uint32_t bs)
+{
+    if (avail < 8)
+        return;
+    uint32_t bsum = fmt_get32(area + 4);
+    uint8_t *dst = calloc(1, bs);
+    FZ_CHECK(dst != NULL, "calloc");
+    fmt2_rec_state st;
+    fmt_error err = fmt2_rec_apply(area, avail, bsum, dst, bs, &st);
+    FZ_CHECK(err == FMT_OK || err == FMT_ERR_CORRUPT, "record apply gave %d", (int)err);
+    FZ_CHECK(st.used <= avail && (st.count == 0) == (st.used == 0),
+             "records: %u bytes, %u records of %zu", st.used, st.count, avail);
+    fmt2_rec_state walk;
+    FZ_CHECK(fmt2_rec_apply(area, avail, bsum, NULL, bs, &walk) == FMT_OK &&
+             (err != FMT_OK || (walk.used == st.used && walk.chain == st.chain)),
+             "a walk without applying finds another chain");
+    free(dst);
+}
+
 /* The frame parser on the first slots, where the input puts them. */
 static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
 {
@@ -205,6 +227,7 @@ static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
         if (at >= size)
             break;
         fzf2_parse_at(data + at, size - at, bs);
+        fzf2_check_records(data + at, size - at, bs);
     }
 }
 

@@ -1177,14 +1177,14 @@ static void test_ff_roundtrip(void **state)
 {
     fixture *fx = fx_new(BS, TAG);
     uint8_t *d = e2e_write(fx);
-    /* a version 3 file (version 2 with hole runs) with a valid footer right after the
-     * slots */
+    /* a version 4 file (version 2 with hole runs and page records) with a valid footer
+     * right after the slots */
     int fd = open(fx->path, O_RDONLY);
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
     assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
     assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
-    assert_int_equal(m.version, FMT_VERSION_3);
+    assert_int_equal(m.version, FMT_VERSION_4);
     fmt2_footer ft;
     uint64_t alloc, len = path_len(fx->path, &alloc);
     assert_int_equal(fmt2_footer_read(fd, len, BS, &ft), FMT_OK);
@@ -1379,10 +1379,15 @@ static void test_ff_interrupted_commit(void **state)
     uint8_t *d2 = malloc(E_SIZE);
     memcpy(d2, d, E_SIZE);
     uint64_t at = (1u << 20) + 2 * BS + 17;
-    memcpy(d2 + at, "ABCDEFGHIJ", 10);
+    /* wider than a page record takes (a quarter of a block): a new frame, through the
+     * journal */
+    uint8_t chg[BS / 2];
+    for (size_t k = 0; k < sizeof(chg); k++)
+        chg[k] = (uint8_t)('A' + k % 10);
+    memcpy(d2 + at, chg, sizeof(chg));
     ff_file *f;
     assert_int_equal(ff_open(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
-    assert_int_equal(ff_write(f, "ABCDEFGHIJ", 10, (off_t)at), 0);
+    assert_int_equal(ff_write(f, chg, sizeof(chg), (off_t)at), 0);
     /* durable: the journal stays named by the footer while the file is open (an unsynced
      * commit settles it at once, leaving nothing to interrupt); the release drops it */
     assert_int_equal(ff_flush(f, 1), 0);
@@ -1600,6 +1605,109 @@ static void test_lost_marker(void **state)
     (void)state;
 }
 
+/* ---- page records (version 4) ---- */
+
+/* Three records after a frame's padding header: applied in order, over each other. */
+static void test_rec_chain(void **state)
+{
+    (void)state;
+    uint8_t *blk = make_data(BS, 0, 3), *want = malloc(BS), *area = calloc(1, 3 * BS);
+    memcpy(want, blk, BS);
+    uint8_t *rnd = make_data(5000, 1, 4), *txt = make_data(9000, 0, 5);
+    uint32_t bsum = 0x12345678, sum, used = 0;
+    used += fmt2_rec_encode(area + used, bsum, 100, txt, 9000, &sum);
+    uint32_t first = sum;
+    used += fmt2_rec_encode(area + used, sum, 4000, rnd, 5000, &sum);
+    assert_true(fmt_get32(area + used - FMT2_REC_OVERHEAD - 5000 + 16) & FMT_RAW_BIT);
+    used += fmt2_rec_encode(area + used, sum, BS - 10, txt, 10, &sum);
+    memcpy(want + 100, txt, 9000);
+    memcpy(want + 4000, rnd, 5000);
+    memcpy(want + BS - 10, txt, 10);
+    fmt2_rec_state st;
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, blk, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 3);
+    assert_int_equal(st.used, used);
+    assert_int_equal(st.chain, sum);
+    assert_memory_equal(blk, want, BS);
+    /* the first record compressed text: it is shorter than its bytes */
+    assert_true(fmt_get32(area + 16) < 9000);
+    /* bound to another frame: nothing */
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum + 1, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 0);
+    assert_int_equal(st.used, 0);
+    assert_int_equal(st.chain, bsum + 1);
+    /* a torn second record ends the chain after the first; the third never counts */
+    uint32_t r1 = (uint32_t)(FMT2_REC_OVERHEAD + fmt_word_size(fmt_get32(area + 16)));
+    area[r1 + 30] ^= 1;
+    memcpy(blk, want, BS);
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 1);
+    assert_int_equal(st.used, r1);
+    assert_int_equal(st.chain, first);
+    /* a record cut by the end of what was read does not count */
+    area[r1 + 30] ^= 1;
+    assert_int_equal(fmt2_rec_apply(area, used - 1, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 2);
+    /* a record that reaches past the block, however well its checksum reads */
+    uint8_t bad[64];
+    fmt2_rec_encode(bad, bsum, BS - 10, txt, 10, &sum);
+    assert_int_equal(fmt2_rec_apply(bad, sizeof(bad), bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 1);
+    assert_int_equal(fmt2_rec_apply(bad, sizeof(bad), bsum, NULL, BS - 1, &st), FMT_OK);
+    assert_int_equal(st.count, 0);
+    /* a whole record whose data do not decode: damage, not the chain's end */
+    uint8_t *cz = malloc(FMT2_REC_OVERHEAD + LZ4_compressBound(9000));
+    size_t n = fmt2_rec_encode(cz, bsum, 0, txt, 9000, &sum);
+    uint32_t d = fmt_word_size(fmt_get32(cz + 16));
+    memset(cz + FMT2_REC_HEAD, 0xFF, d);
+    fmt_put32(cz + FMT2_REC_HEAD + d, XXH32(cz, FMT2_REC_HEAD + d, 0));
+    assert_int_equal(fmt2_rec_apply(cz, n, bsum, blk, BS, &st), FMT_ERR_CORRUPT);
+    free(cz);
+    free(blk), free(want), free(area), free(rnd), free(txt);
+}
+
+/* Records read from a slot on disk; a new write of the same frame kills them. */
+static void test_rec_slot(void **state)
+{
+    (void)state;
+    char path[64];
+    int fd = tmp_file(path, sizeof(path));
+    marker(fd);
+    uint8_t *raw = make_data(BS, 0, 9), *comp = malloc(LZ4_compressBound(BS));
+    int cl = LZ4_compress_default((const char *)raw, (char *)comp, BS, LZ4_compressBound(BS));
+    uint8_t *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
+    size_t flen = fmt2_frame_encode(fr, BS, raw, BS, comp, (uint32_t)cl);
+    uint64_t end = fmt2_slot_off(BS, 0) + flen;
+    for (uint32_t i = 0; i < 2; i++)
+        assert_int_equal(fmt2_write_slot(fd, BS, i, fr, (uint32_t)flen, BS, 0,
+                                         fmt2_slot_off(BS, i + 1), NULL), 0);
+    uint32_t bsum = fmt_get32(fr + flen - FMT2_FRAME_TRAIL), sum;
+    fmt2_rec_state st;
+    uint8_t *dst = malloc(BS);
+    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.room, fmt2_slot_len(BS) - flen - 8);
+    assert_int_equal(st.count, 0);
+    uint8_t rec[128];
+    size_t n = fmt2_rec_encode(rec, bsum, 7, (const uint8_t *)"changed", 7, &sum);
+    assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8), 0);
+    n = fmt2_rec_encode(rec, sum, 9, (const uint8_t *)"again", 5, &sum);
+    /* not right behind the first: not part of the chain */
+    assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8 + 40), 0);
+    memcpy(dst, raw, BS);
+    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, dst, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 1);
+    assert_memory_equal(dst + 7, "changed", 7);
+    assert_memory_equal(dst + 14, raw + 14, BS - 14);
+    /* the slot written again with the same frame: its records are gone */
+    assert_int_equal(fmt2_write_slot(fd, BS, 0, fr, (uint32_t)flen, BS, 0,
+                                     fmt2_slot_off(BS, 1), NULL), 0);
+    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 0);
+    free(raw), free(comp), free(fr), free(dst);
+    close(fd);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1633,6 +1741,8 @@ int main(void)
         cmocka_unit_test(test_chk_clean_v2),
         cmocka_unit_test(test_ff_settle_fresh),
         cmocka_unit_test(test_lost_marker),
+        cmocka_unit_test(test_rec_chain),
+        cmocka_unit_test(test_rec_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
