@@ -127,7 +127,7 @@ typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
         readahead_blocks, pair_commits, blocks_ahead, writes_landed, page_records,
-        records_folded;
+        record_commits, records_folded;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;
@@ -213,8 +213,13 @@ struct ff_file_s {
     ff_rec *rec;                       /* version 3 and 4: per block, cap entries; NULL
                                           until a block changes in place (ff_rec.c) */
     int rec_flag;                      /* the marker says slots may hold records */
-    int rec_old;                       /* it said so at the open: slots nobody here wrote
-                                          may hold records, to be folded at the release */
+    int rec_old;                       /* slots nobody here wrote may hold records (the
+                                          flag at the open, or a session that may have
+                                          ended in a crash changed the file): every slot
+                                          is walked and folded */
+    int rec_new;                       /* this open made the file version 4 */
+    int rec_off;                       /* the commit is the last before a release: no
+                                          records, which the fold would rewrite at once */
     uint64_t tail_block;               /* the block whose committed content is the tail's
                                           input; UINT64_MAX: none */
     struct timespec mtime;             /* logical modification time */
@@ -332,6 +337,10 @@ void ff_rec_forget(ff_file *f, uint64_t i);
 void ff_rec_reset(ff_file *f);
 int ff_rec_commit(ff_file *f, int durable);
 int ff_rec_fold(ff_file *f);
+/* At the open of a file whose marker said records may be there (an earlier session ended
+ * without its release): they are folded now, so that the file reads with lz4 -d again as
+ * after any recovery; a failure is logged and leaves them to the release. */
+int ff_rec_fold_open(ff_file *f);
 void ff_rec_free(ff_file *f);
 
 /* ff_ahead.c: read-ahead (locking rules at the top of the file) */

@@ -15,7 +15,7 @@
 #include "bcache.h"
 
 #define FF_REC_SHARE 4u                /* a record covers at most a quarter of a block */
-#define FF_REC_FOLD_BATCH 64u          /* blocks folded per commit at the release */
+#define FF_REC_FOLD_BYTES (16u << 20)  /* blocks folded per commit at the release */
 
 void ff_rec_free(ff_file *f)
 {
@@ -45,7 +45,7 @@ int ff_rec_reserve(ff_file *f, uint64_t old_cap)
     if (!r) {                          /* every block counts as changed whole, and the
                                           release looks at every slot */
         ff_rec_free(f);
-        f->rec_old = f->rec_flag;
+        f->rec_old |= f->rec_flag;
         return -ENOMEM;
     }
     memcpy(r, f->rec, old_cap * sizeof(*r));
@@ -115,6 +115,8 @@ static int ff_rec_known(ff_file *f, uint64_t i)
     fmt2_rec_state st;
     if (fmt2_rec_load(f->fd, end, NULL, 0, fmt_get32(w), NULL, f->bs, &st) != FMT_OK)
         return -EIO;
+    if (f->rec_new)                    /* records of an undone upgrade: not this file's */
+        st.used = 0, st.chain = fmt_get32(w);
     r->room = st.room, r->used = st.used, r->chain = st.chain, r->known = 1;
     return 0;
 }
@@ -130,8 +132,10 @@ static int ff_rec_fits_block(const ff_file *f, uint64_t i)
            b->filled >= f->bs && r->hi > r->lo && r->hi - r->lo <= f->bs / FF_REC_SHARE;
 }
 
-/* The marker says version 4 and that slots may hold records, on the disk before the first
- * record is: an open after a crash then knows to fold them. */
+/* The marker says version 4 and that slots may hold records, written before the first
+ * record and synced with it: what the commit's sync promises includes it. A version 3 file
+ * holds no record of its own: whatever a chain in its slots says is what an earlier upgrade
+ * that a crash undid wrote, never promised, and is not continued (ff_rec_known). */
 static int ff_rec_mark(ff_file *f)
 {
     uint8_t m[12];
@@ -139,10 +143,9 @@ static int ff_rec_mark(ff_file *f)
     fmt_put32(m + 4, f->bs);
     fmt_put32(m + 8, FMT_MARKER_RECORDS);
     int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
-    if (rc == 0 && fdatasync(f->fd) < 0)
-        rc = -errno;
     if (rc == 0) {
         ff_io_exclusive(f);            /* readers look at the version */
+        f->rec_new = f->version < FMT_VERSION_4;
         f->version = FMT_VERSION_4, f->rec_flag = 1;
         pthread_rwlock_unlock(&f->io);
     }
@@ -211,8 +214,9 @@ static int ff_rec_write(ff_file *f, int *wrote)
 
 int ff_rec_commit(ff_file *f, int durable)
 {
-    if (!f->rec || !ff_rec_able(f) || f->n_batches || f->v2.j_pending || f->v2.footerless ||
-        f->rewrite_min + 1 >= f->n_stored)
+    if (!f->rec || !ff_rec_able(f) || f->rec_off || f->n_batches || f->v2.j_pending ||
+        f->v2.footerless ||
+        f->n_stored < 2 || f->rewrite_min > f->n_stored - 2)
         return 0;
     uint64_t any = f->rewrite_min;
     while (any + 1 < f->n_stored && !ff_rec_fits_block(f, any))
@@ -230,6 +234,7 @@ int ff_rec_commit(ff_file *f, int durable)
     if (f->rewrite_min != UINT64_MAX)
         return 0;                      /* the rest goes through a commit, which syncs */
     f->env->n.commits++;
+    f->env->n.record_commits++;
     rc = durable ? ff2_sync_for(f, durable) : 0;
     if (rc == 0 && durable)
         rc = ff2_promise(f);
@@ -239,7 +244,7 @@ int ff_rec_commit(ff_file *f, int durable)
 }
 
 /* Folds the records of slots [0, n_stored - 1) into new frames: each such block is made
- * dirty whole (no record takes it) and committed, a batch at a time. */
+ * dirty whole (no record takes it) and committed, 16 MiB of blocks at a time. */
 static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
 {
     int rc = 0;
@@ -250,7 +255,9 @@ static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
             continue;
         if ((rc = ff_rec_known(f, i)) < 0 || f->rec[i].used == 0)
             continue;
-        if ((rc = ff_dirty_whole(f, i)) == 0 && ++*folded % FF_REC_FOLD_BATCH == 0)
+        if ((rc = ff_dirty_whole(f, i)) == 0)
+            ++*folded;
+        if (rc == 0 && (uint64_t)f->n_dirty * f->bs >= FF_REC_FOLD_BYTES)
             rc = ff_commit(f, 0, FF_COMMIT_FULL);
     }
     return rc == 0 ? ff_commit(f, 0, FF_COMMIT_FULL) : rc;
@@ -258,21 +265,40 @@ static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
 
 int ff_rec_fold(ff_file *f)
 {
-    if (f->env->opt.read_only || f->version != FMT_VERSION_4 || (!f->rec && !f->rec_flag))
+    if (f->env->opt.read_only || f->version != FMT_VERSION_4 ||
+        (!f->rec && !f->rec_old && !f->rec_flag))
         return 0;
     int rc = ff_rec_table(f);
     uint64_t folded = 0;
     if (rc == 0)
         rc = ff_rec_fold_all(f, &folded);
     f->env->n.records_folded += folded;
-    if (rc < 0 || !f->rec_flag)
+    if (rc < 0)
         return rc;
-    /* the new frames on the disk before the flag that sends the next open looking goes */
-    rc = ff2_sync(f);
+    f->rec_old = 0;
+    if (!f->rec_flag)
+        return 0;
+    /* unsynced: an open after a crash walks the slots of a file the lost session changed,
+     * flag or not (ff2_load) */
     uint8_t none[4] = {0};
+    rc = fmt_pwrite_all(f->fd, none, sizeof(none), FMT_MARKER_FLAGS_OFF);
+    f->mtime_stale = 1;                /* the release puts the logical mtime back */
     if (rc == 0)
-        rc = fmt_pwrite_all(f->fd, none, sizeof(none), FMT_MARKER_FLAGS_OFF);
-    if (rc == 0)
-        f->rec_flag = f->rec_old = 0;
+        f->rec_flag = 0;
+    return rc;
+}
+
+int ff_rec_fold_open(ff_file *f)
+{
+    uint64_t before = f->env->n.records_folded;
+    int rc = ff_rec_fold(f);
+    uint64_t n = f->env->n.records_folded - before;
+    if (rc < 0)
+        lg_printf(f->env->log, LG_WARN, "%s: cannot fold the page records an earlier session "
+                  "left yet (%s); reads apply them, the release tries again", ff_name(f),
+                  strerror(-rc));
+    else if (n)
+        lg_printf(f->env->log, LG_INFO, "%s: folded the page records an earlier session left "
+                  "in %llu blocks", ff_name(f), (unsigned long long)n);
     return rc;
 }

@@ -439,7 +439,13 @@ int ff_flush_last(ff_file *f)
     int rc = ff_lock_charged(f);
     if (rc < 0)
         return rc;
+    /* the last close: no records (the fold would rewrite their blocks at once), and the
+     * records of this open folded, so that the file, kept, reads with lz4 -d */
+    f->rec_off = 1;
     rc = ff_flush_locked(f, 0);
+    if (rc == 0 && !f->foreign)
+        rc = ff_rec_fold(f);
+    f->rec_off = 0;
     if (rc == 0 && !f->foreign && f->version >= FMT_VERSION_2 && !f->env->opt.read_only)
         rc = ff2_pair_rest(f);
     ff_unlock_charged(f);

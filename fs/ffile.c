@@ -62,6 +62,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->blocks_ahead = env->n.blocks_ahead;
     o->writes_landed = env->n.writes_landed;
     o->page_records = env->n.page_records, o->records_folded = env->n.records_folded;
+    o->record_commits = env->n.record_commits;
 }
 
 void ff_fd_name(int fd, char *buf, size_t cap)
@@ -167,6 +168,8 @@ int ff_open(ff_env *env, int fd, const char *name, ff_file **out)
         f->foreign = 1;
     else if (rc == 1)
         rc = ff_load_own(f, (uint64_t)st.st_size);
+    if (rc >= 0 && !f->foreign && f->rec_old)
+        (void)ff_rec_fold_open(f);
     if (rc < 0) {
         ff_free(f);
         return rc;
@@ -236,6 +239,7 @@ int ff_release_stat(ff_file *f, struct stat *st, uint64_t *size)
         st->st_ino = 0;
     int rc = ff_lock_charged(f);
     if (rc == 0) {
+        f->rec_off = 1;
         rc = f->foreign ? 0 : ff_commit(f, 0, FF_COMMIT_FULL);
         if (rc == 0 && !f->foreign)
             rc = ff_rec_fold(f);

@@ -177,6 +177,7 @@ typedef struct {
                                           writer wrote, not by their writer's commit */
     uint64_t writes_landed;            /* blocks whose WRITE payload became their buffer */
     uint64_t page_records;             /* changes committed as records behind a frame */
+    uint64_t record_commits;           /* commits whose every change went as records */
     uint64_t records_folded;           /* blocks whose records a release made a new frame */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);

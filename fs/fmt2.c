@@ -608,10 +608,6 @@ static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t
         fmt2_pad_header(want + n, end - at - n);
         n += 8;
     }
-    if (end >= at + n + FMT2_KILL_LEN) {   /* records of an older frame: none counts */
-        memset(want + n, 0, FMT2_KILL_LEN);
-        n += FMT2_KILL_LEN;
-    }
     return fmt_pread_all(fd, tmp, (size_t)n, at) == 0 && memcmp(tmp, want, (size_t)n) == 0;
 }
 

@@ -23,8 +23,8 @@ done
 BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 # The Linux tree (when installed) is copied once, in the normal pass: under the sanitizers it
 # would only take longer to find nothing new. The power-loss states likewise: the normal pass
-# checks about 7,500 of them for what they keep (1,800 random ones, and every state that
-# loses one call alone or keeps one write alone); here 400 random ones (version 3 files, 100
+# checks about 10,000 of them for what they keep (1,800 random ones, and every state that
+# loses one call alone or keeps one write alone); here 400 random ones (version 4 files, 100
 # a workload, every kind of workload) run the same repair code under the sanitizers. The
 # order of the writes, which the states that lose or keep one call test, is the same code
 # with or without them. The benchmark
@@ -32,7 +32,7 @@ BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAK
 # other tests, and its own code is a measuring tool. This keeps the whole of this script
 # under 40 minutes on 2 cores.
 (cd "$src/build-asan" && ASAN_OPTIONS=detect_leaks=1 FPGALZ4FS_LINUX_TREE=0 FPGALZ4FS_PACKAGE_TEST=0 \
-    FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 POWERLOSS_FORMATS=3 POWERLOSS_STATES=100 \
+    FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 POWERLOSS_FORMATS=4 POWERLOSS_STATES=100 \
     POWERLOSS_LOSE_ONE=0 POWERLOSS_KEEP_ONE=0 \
     ctest --output-on-failure -E '^integration_t_bench$' ${ASAN_CTEST_ARGS:-}) || status=1
 # Third pass: ThreadSanitizer over the threaded parts (engine, daemon under concurrent load,
