@@ -224,9 +224,9 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_f
             chk2_block(&c, i, &k);
     }
     if (c.recs)                        /* not a problem: what a crash leaves (FORMAT.md 11.7) */
-        chk2_say(&c, "%llu blocks hold page records no release folded yet (reads through the "
+        chk2_say(&c, "%llu blocks hold page records no writer folded yet (reads through the "
                  "mount apply them; lz4 -d shows these blocks without them until a mount's "
-                 "next close of the file folds them)", chk2_ull(c.recs));
+                 "next open of the file folds them)", chk2_ull(c.recs));
     free(c.buf);
     free(c.dec);
     fmt2_recovery_free(&rec);

@@ -2,8 +2,9 @@
  * whose changed blocks each changed in a small range (a database's page, fio's 4 KiB) writes
  * each range as a record behind its block's frame, in the block's own slot, instead of a new
  * frame through a journal: the commit writes about what changed, and one sync makes it
- * durable. The file's last release folds every slot's records into a new frame, so that a
- * file at rest holds none and decodes with the stock lz4 -d. */
+ * durable. The file's last close (and release) folds every slot's records into a new frame,
+ * so that a file at rest holds none and decodes with the stock lz4 -d; so does the open
+ * after a session that may have crashed. */
 #include "ff_slots.h"
 
 #include <errno.h>
