@@ -54,12 +54,15 @@ enum { FF_ZERO = 0, FF_CLEAN, FF_DIRTY };
 typedef struct ff_plan_s ff_commit_plan;
 
 /* What a version 4 file's page records (ff_rec.c) know of block i. */
+#define FF_REC_RANGES 4u               /* a dirty block's changed ranges kept apart */
 typedef struct {
-    uint32_t lo, hi;                   /* FF_DIRTY: the bytes changed since the block was
-                                          last committed are within [lo, hi); lo >= hi:
-                                          anywhere (a zeroed entry: the whole block) */
+    uint32_t lo[FF_REC_RANGES], hi[FF_REC_RANGES];  /* FF_DIRTY: the bytes changed since
+                                          the block was last committed lie in the n ranges
+                                          [lo, hi) (disjoint, not touching); n = 0: anywhere
+                                          (a zeroed entry: the whole block) */
     uint32_t room, used, chain;        /* known: the slot's padding payload, the bytes its
                                           records take, the next record's prev */
+    uint8_t n;
     uint8_t known;                     /* read from the slot since it was last written */
 } ff_rec;
 typedef struct ff_brick_s ff_brick;

@@ -55,24 +55,52 @@ int ff_rec_reserve(ff_file *f, uint64_t old_cap)
     return 0;
 }
 
+/* Adds [lo, hi) to r's ranges: merged with those it overlaps or touches; past
+ * FF_REC_RANGES, the two ranges closest to each other become one (covering the gap). */
+static void ff_rec_add(ff_rec *r, uint32_t lo, uint32_t hi)
+{
+    unsigned k = 0, n = 0;
+    uint32_t lo2[FF_REC_RANGES + 1], hi2[FF_REC_RANGES + 1];
+    for (; k < r->n && r->hi[k] < lo; k++)
+        lo2[n] = r->lo[k], hi2[n++] = r->hi[k];
+    for (; k < r->n && r->lo[k] <= hi; k++)   /* overlapping or touching: one range */
+        lo = r->lo[k] < lo ? r->lo[k] : lo, hi = r->hi[k] > hi ? r->hi[k] : hi;
+    lo2[n] = lo, hi2[n++] = hi;
+    for (; k < r->n; k++)
+        lo2[n] = r->lo[k], hi2[n++] = r->hi[k];
+    if (n > FF_REC_RANGES) {
+        unsigned m = 0;
+        for (unsigned j = 1; j + 1 < n; j++)
+            if (lo2[j + 1] - hi2[j] < lo2[m + 1] - hi2[m])
+                m = j;
+        hi2[m] = hi2[m + 1];
+        memmove(lo2 + m + 1, lo2 + m + 2, (n - m - 2) * sizeof(*lo2));
+        memmove(hi2 + m + 1, hi2 + m + 2, (n - m - 2) * sizeof(*hi2));
+        n--;
+    }
+    memcpy(r->lo, lo2, n * sizeof(*lo2));
+    memcpy(r->hi, hi2, n * sizeof(*hi2));
+    r->n = (uint8_t)n;
+}
+
 void ff_rec_range(ff_file *f, uint64_t i, uint64_t lo, uint64_t hi, int first)
 {
-    /* without a table every dirty block counts as changed whole: no record */
-    if (!ff_rec_able(f) || ff_rec_table(f) < 0)
+    /* without a table every dirty block counts as changed whole: no record; an appending
+     * writer's blocks never take one (no padding behind them yet), so it touches none */
+    if (i + 1 >= f->n_stored || !ff_rec_able(f) || ff_rec_table(f) < 0 || hi <= lo)
         return;
     ff_rec *r = &f->rec[i];
-    if (first) {
-        r->lo = (uint32_t)lo, r->hi = (uint32_t)hi;
-    } else if (r->hi > r->lo) {
-        r->lo = lo < r->lo ? (uint32_t)lo : r->lo;
-        r->hi = hi > r->hi ? (uint32_t)hi : r->hi;
-    }
+    if (first)
+        r->n = 0;
+    else if (r->n == 0)
+        return;                        /* changed anywhere already */
+    ff_rec_add(r, (uint32_t)lo, (uint32_t)hi);
 }
 
 void ff_rec_whole(ff_file *f, uint64_t i)
 {
     if (f->rec)
-        f->rec[i].lo = f->rec[i].hi = 0;
+        f->rec[i].n = 0;
 }
 
 void ff_rec_forget(ff_file *f, uint64_t i)
@@ -107,7 +135,7 @@ static int ff_rec_known(ff_file *f, uint64_t i)
         b->word = fmt_get32(w);
     }
     if (fmt_word_size(b->word) == 0 || fmt_word_size(b->word) > f->bs) {
-        *r = (ff_rec){r->lo, r->hi, 0, 0, 0, 1};     /* in a hole run: no frame of its own */
+        r->room = r->used = r->chain = 0, r->known = 1;   /* in a hole run: no frame */
         return 0;
     }
     uint64_t end = ff_rec_frame_end(f, i);
@@ -122,15 +150,23 @@ static int ff_rec_known(ff_file *f, uint64_t i)
     return 0;
 }
 
-/* Whether dirty block i's change may go as a record: a block of its own slot with a padding
- * behind it (neither the last slot nor a hole), changed in a small range. */
+static uint32_t ff_rec_bytes(const ff_rec *r)
+{
+    uint32_t n = 0;
+    for (unsigned k = 0; k < r->n; k++)
+        n += r->hi[k] - r->lo[k];
+    return n;
+}
+
+/* Whether dirty block i's change may go as records: a block of its own slot with a padding
+ * behind it (neither the last slot nor a hole), changed in a few small ranges. */
 static int ff_rec_fits_block(const ff_file *f, uint64_t i)
 {
     const ff_blk *b = &f->blk[i];
     const ff_rec *r = &f->rec[i];
     return b->state == FF_DIRTY && i + 1 < f->n_stored && i + 1 < f->n_blocks &&
            !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD && f->tail_block != i &&
-           b->filled >= f->bs && r->hi > r->lo && r->hi - r->lo <= f->bs / FF_REC_SHARE;
+           b->filled >= f->bs && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
 }
 
 /* The marker says version 4 and that slots may hold records, written before the first
@@ -164,15 +200,19 @@ static void ff_rec_adopt(ff_file *f, uint64_t i)
     f->env->n.page_records++;
 }
 
-/* Writes block i's change as a record: 1 written, 0 it does not fit, or -errno. */
+/* Writes block i's change as records, one a range, in one write: 1 written, 0 they do not
+ * fit, or -errno. */
 static int ff_rec_put(ff_file *f, uint64_t i, uint8_t *out)
 {
     ff_rec *r = &f->rec[i];
     int rc = ff_rec_known(f, i);
     if (rc < 0)
         return rc;
-    uint32_t sum;
-    size_t n = fmt2_rec_encode(out, r->chain, r->lo, f->blk[i].buf + r->lo, r->hi - r->lo, &sum);
+    uint32_t sum = r->chain;
+    size_t n = 0;
+    for (unsigned k = 0; k < r->n; k++)
+        n += fmt2_rec_encode(out + n, sum, r->lo[k], f->blk[i].buf + r->lo[k],
+                             r->hi[k] - r->lo[k], &sum);
     if (r->room < FMT2_KILL_LEN || (uint64_t)r->used + n > r->room)
         return 0;                      /* the padding is full: a new frame */
     rc = fmt_pwrite_all(f->fd, out, n, ff_rec_frame_end(f, i) + 8 + r->used);
@@ -199,7 +239,8 @@ static uint64_t ff_rec_left(const ff_file *f, uint64_t from)
 /* Records for every dirty block that fits; those that do not stay dirty. */
 static int ff_rec_write(ff_file *f, int *wrote)
 {
-    uint8_t *out = malloc(FMT2_REC_OVERHEAD + LZ4_COMPRESSBOUND(f->bs / FF_REC_SHARE));
+    uint8_t *out = malloc(FF_REC_RANGES * (FMT2_REC_OVERHEAD + 16) +
+                          LZ4_COMPRESSBOUND(f->bs / FF_REC_SHARE));
     if (!out)
         return -ENOMEM;
     int rc = 0;
@@ -261,14 +302,13 @@ static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
         if (rc == 0 && (uint64_t)f->n_dirty * f->bs >= FF_REC_FOLD_BYTES)
             rc = ff_commit(f, 0, FF_COMMIT_FULL);
     }
-    return rc == 0 ? ff_commit(f, 0, FF_COMMIT_FULL) : rc;
+    return rc == 0 && f->n_dirty ? ff_commit(f, 0, FF_COMMIT_FULL) : rc;
 }
 
 int ff_rec_fold(ff_file *f)
 {
-    if (f->env->opt.read_only || f->version != FMT_VERSION_4 ||
-        (!f->rec && !f->rec_old && !f->rec_flag))
-        return 0;
+    if (f->env->opt.read_only || f->version != FMT_VERSION_4 || (!f->rec_old && !f->rec_flag))
+        return 0;                      /* no record was written since the last fold */
     int rc = ff_rec_table(f);
     uint64_t folded = 0;
     if (rc == 0)

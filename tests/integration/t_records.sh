@@ -5,7 +5,8 @@
 # every file at rest decodes with lz4 -d. Checked: random 4 KiB writes with an fsync every
 # few become records (counter page_records) and read back through the mount while the file
 # is open, after a kill -9 of the daemon (an fsync's records are kept, the next release folds
-# them: records_folded) and after the unmount (lz4 -d, fsck, the marker's flag cleared, the
+# them: records_folded; a read-only mount reads them without folding, fsck counts them) and
+# after the unmount (lz4 -d, fsck, the marker's flag cleared, the
 # space back to what lz4 -1 takes); a shrink that leaves a block with records last; a
 # version 3 file becomes version 4 at its first record; with file_version=3 nothing is.
 . "$(dirname "$0")/lib.sh"
@@ -94,6 +95,13 @@ check_eq "the backing file's flag says records may be there" 1 "$(u32 "$BACKING/
 check "kill -9 of the daemon" kill_daemon
 kill "$holder" 2>/dev/null
 wait "$holder" 2>/dev/null
+# a read-only mount folds nothing: its reads apply the records
+check "mount read-only" mount_store ro
+check "read-only, the file reads what the fsyncs promised" cmp "$WS/model" "$MNT/db"
+check "umount" umount_store
+check_eq "the records are still there (the flag stays)" 1 "$(u32 "$BACKING/db" 39)"
+check "fsck (read-only) counts them and finds nothing wrong" \
+    bash -c "'$FSCK' -n '$BACKING' | grep -q 'blocks hold page records'"
 check "remount" mount_store
 check "after the crash the file reads what the fsyncs promised" cmp "$WS/model" "$MNT/db"
 check "umount" umount_store
@@ -111,6 +119,22 @@ cp "$WS/model2" "$WS/model3" && truncate -s $((50 * 65536)) "$WS/model3"
 check "it reads back" cmp "$WS/model3" "$MNT/db"
 check "umount" umount_store
 check "lz4 -d of it is its content" cmp "$WS/model3" <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+
+# 1 MiB blocks: several writes land in one block between two fsyncs, each range a record
+BACKING="$WS/store-1M"
+BLOCK_SIZE=1M
+check "mount (1M blocks)" mount_store
+before=$(records)
+check "1M: random writes with an fsync every 6" \
+    python3 -c "$RW_PY" "$MNT/db" "$SRC/base" "$WS/m1" 6 300 6
+n=$(($(records) - before))
+check_show "1M: blocks changed in several places went as records ($n)" test "$n" -ge 100
+check "1M: it reads back" cmp "$WS/m1" "$MNT/db"
+check "umount" umount_store
+check "1M: lz4 -d of it is its content" cmp "$WS/m1" <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+check_show "1M: fsck finds nothing to repair" "$FSCK" "$BACKING"
+BACKING="$WS/store"
+BLOCK_SIZE=64K
 
 # a version 3 file takes records as version 4; file_version=3 writes none
 check "mount with file_version=3" mount_store file_version=3
