@@ -71,7 +71,9 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
     if (rc == 0)
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
                                      : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
-    if (rc == 0 && err == FMT_OK && f->version >= FMT_VERSION_4)
+    /* no slot of a file holds records unless this open wrote some (the flag) or an earlier
+     * session may have left some (ff2_load) */
+    if (rc == 0 && err == FMT_OK && f->version >= FMT_VERSION_4 && (f->rec_flag || f->rec_old))
         err = ff_rec_read(f, i, word, fmt_get32(raw + 4 + fmt_word_size(word)), dst, len);
     free(raw);
     *rc_out = rc;

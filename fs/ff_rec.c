@@ -46,7 +46,9 @@ int ff_rec_reserve(ff_file *f, uint64_t old_cap)
     if (!r) {                          /* every block counts as changed whole, and the
                                           release looks at every slot */
         ff_rec_free(f);
+        ff_io_exclusive(f);
         f->rec_old |= f->rec_flag;
+        pthread_rwlock_unlock(&f->io);
         return -ENOMEM;
     }
     memcpy(r, f->rec, old_cap * sizeof(*r));
@@ -316,16 +318,16 @@ int ff_rec_fold(ff_file *f)
     f->env->n.records_folded += folded;
     if (rc < 0)
         return rc;
-    f->rec_old = 0;
-    if (!f->rec_flag)
-        return 0;
     /* unsynced: an open after a crash walks the slots of a file the lost session changed,
      * flag or not (ff2_load) */
     uint8_t none[4] = {0};
-    rc = fmt_pwrite_all(f->fd, none, sizeof(none), FMT_MARKER_FLAGS_OFF);
+    rc = f->rec_flag ? fmt_pwrite_all(f->fd, none, sizeof(none), FMT_MARKER_FLAGS_OFF) : 0;
     f->mtime_stale = 1;                /* the release puts the logical mtime back */
-    if (rc == 0)
-        f->rec_flag = 0;
+    if (rc == 0) {
+        ff_io_exclusive(f);            /* readers look for records while either is set */
+        f->rec_flag = f->rec_old = 0;
+        pthread_rwlock_unlock(&f->io);
+    }
     return rc;
 }
 
