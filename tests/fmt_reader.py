@@ -1,0 +1,614 @@
+#!/usr/bin/env python3
+"""A reader of fpgalz4fs backing files of versions 2, 3 and 4 (docs/FORMAT.md Part II),
+written from docs/FORMAT.md alone, without the sources under fs/: it checks that the
+document says enough for an outside reader (t_records runs it on files that hold page
+records). Usage: fmt_reader.py BACKING > content"""
+import os
+import struct
+import sys
+
+# ---------------------------------------------------------------- XXH32
+P1, P2, P3, P4, P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+M32 = 0xFFFFFFFF
+
+
+def _rotl(x, r):
+    return ((x << r) | (x >> (32 - r))) & M32
+
+
+def xxh32(data, seed=0):
+    data = bytes(data)
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v1 = (seed + P1 + P2) & M32
+        v2 = (seed + P2) & M32
+        v3 = seed & M32
+        v4 = (seed - P1) & M32
+        nstripes = n // 16
+        words = struct.unpack_from('<%dI' % (nstripes * 4), data, 0)
+        for k in range(0, nstripes * 4, 4):
+            v1 = (_rotl((v1 + words[k] * P2) & M32, 13) * P1) & M32
+            v2 = (_rotl((v2 + words[k + 1] * P2) & M32, 13) * P1) & M32
+            v3 = (_rotl((v3 + words[k + 2] * P2) & M32, 13) * P1) & M32
+            v4 = (_rotl((v4 + words[k + 3] * P2) & M32, 13) * P1) & M32
+        i = nstripes * 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & M32
+    else:
+        h = (seed + P5) & M32
+    h = (h + n) & M32
+    while i + 4 <= n:
+        (w,) = struct.unpack_from('<I', data, i)
+        h = (_rotl((h + w * P3) & M32, 17) * P4) & M32
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * P5) & M32, 11) * P1) & M32
+        i += 1
+    h ^= h >> 15
+    h = (h * P2) & M32
+    h ^= h >> 13
+    h = (h * P3) & M32
+    h ^= h >> 16
+    return h
+
+
+# ---------------------------------------------------------------- LZ4 block
+class Corrupt(Exception):
+    pass
+
+
+def lz4_block_decompress(src, out_len):
+    """LZ4_decompress_safe into exactly out_len bytes; anything else: Corrupt."""
+    src = bytes(src)
+    n = len(src)
+    out = bytearray()
+    i = 0
+    while True:
+        if i >= n:
+            raise Corrupt('lz4: truncated')
+        token = src[i]
+        i += 1
+        lit = token >> 4
+        if lit == 15:
+            while True:
+                if i >= n:
+                    raise Corrupt('lz4: truncated literal length')
+                b = src[i]
+                i += 1
+                lit += b
+                if b != 255:
+                    break
+        if i + lit > n:
+            raise Corrupt('lz4: literals past input')
+        out += src[i:i + lit]
+        i += lit
+        if len(out) > out_len:
+            raise Corrupt('lz4: output too long')
+        if i == n:
+            break  # last sequence: literals only
+        if i + 2 > n:
+            raise Corrupt('lz4: truncated offset')
+        off = src[i] | (src[i + 1] << 8)
+        i += 2
+        if off == 0 or off > len(out):
+            raise Corrupt('lz4: bad offset')
+        ml = token & 15
+        if ml == 15:
+            while True:
+                if i >= n:
+                    raise Corrupt('lz4: truncated match length')
+                b = src[i]
+                i += 1
+                ml += b
+                if b != 255:
+                    break
+        ml += 4
+        if len(out) + ml > out_len:
+            raise Corrupt('lz4: output too long')
+        start = len(out) - off
+        if off >= ml:
+            out += out[start:start + ml]
+        else:
+            while ml > 0:
+                chunk = out[start:start + min(off, ml)]
+                out += chunk
+                ml -= len(chunk)
+                start += len(chunk)
+    if len(out) != out_len:
+        raise Corrupt('lz4: decoded %d bytes, want %d' % (len(out), out_len))
+    return bytes(out)
+
+
+# ---------------------------------------------------------------- constants
+LZ4_MAGIC = 0x184D2204
+SKIP_MARKER = 0x184D2A5A
+SKIP_PAD = 0x184D2A59
+SKIP_FOOTER2 = 0x184D2A5E
+SKIP_JOURNAL = 0x184D2A5F
+FPLZ = 0x5A4C5046
+REC_MAGIC = 0x43525046
+BS_CODE = {65536: 4, 262144: 5, 1048576: 6, 4194304: 7}
+MAX_VERSION = 4
+
+
+def u32(b, o):
+    return struct.unpack_from('<I', b, o)[0]
+
+
+def u64(b, o):
+    return struct.unpack_from('<Q', b, o)[0]
+
+
+class F:
+    def __init__(self, path):
+        self.fh = open(path, 'rb')
+        self.len = os.fstat(self.fh.fileno()).st_size
+
+    def read(self, off, n):
+        if off < 0 or n < 0 or off >= self.len:
+            return b''
+        self.fh.seek(off)
+        return self.fh.read(n)
+
+
+def hc_of(hdr4_13):
+    return (xxh32(hdr4_13) >> 8) & 0xFF
+
+
+# ---------------------------------------------------------------- frame parse
+def parse_frame_header(b, bs, bd_code):
+    """b: at least 19 bytes at the frame start. returns (cs, S, raw) or None."""
+    if len(b) < 19:
+        return None
+    if u32(b, 0) != LZ4_MAGIC or b[4] != 0x7C or b[5] != (bd_code << 4):
+        return None
+    if b[14] != hc_of(b[4:14]):
+        return None
+    cs = u64(b, 6)
+    w = u32(b, 15)
+    S = w & 0x7FFFFFFF
+    raw = bool(w >> 31)
+    return cs, S, raw
+
+
+class Reader:
+    def __init__(self, path):
+        self.f = F(path)
+
+    def err(self, msg):
+        sys.stderr.write('reader: %s\n' % msg)
+
+    # -------------------------------------------------------- identification
+    def identify(self):
+        f = self.f
+        if f.len < 59:
+            return 'foreign'
+        m = f.read(0, 59)
+        if not (u32(m, 0) == LZ4_MAGIC and u32(m, 19) == SKIP_MARKER and u32(m, 23) == 32
+                and u32(m, 27) == FPLZ):
+            return 'foreign'
+        ver = u32(m, 31)
+        if ver > MAX_VERSION:
+            return 'newer'
+        bs = u32(m, 35)
+        if ver == 0 or bs not in BS_CODE:
+            return 'foreign'
+        hdr = bytes([0x78, BS_CODE[bs] << 4]) + b'\0' * 8
+        empty = struct.pack('<I', LZ4_MAGIC) + hdr + bytes([hc_of(hdr)]) + b'\0' * 4
+        if m[0:19] != empty:
+            return 'foreign'
+        self.version = ver
+        self.bs = bs
+        self.code = BS_CODE[bs]
+        self.flags = u32(m, 39)
+        self.slot_len = bs + 64
+        self.G = 4194304 // bs
+        return 'own'
+
+    def slot_off(self, i):
+        return 59 + i * self.slot_len
+
+    # -------------------------------------------------------- footer
+    def footer_at(self, place, want_version, start=None):
+        if start is None:
+            start = place
+        f = self.f
+        b = f.read(place, 64)
+        if len(b) != 64:
+            return None
+        if u32(b, 0) != SKIP_FOOTER2 or u32(b, 4) != 56 or u32(b, 56) != want_version:
+            return None
+        if u32(b, 60) != xxh32(b[8:60]):
+            return None
+        ft = dict(size=u64(b, 8), tail=u64(b, 16), j_off=u64(b, 24), j_len=u64(b, 32),
+                  seq=u64(b, 40), fresh=u64(b, 48))
+        n = -(-ft['size'] // self.bs)
+        ft['n'] = n
+        if ft['size'] > 2 ** 40 or ft['fresh'] > n:
+            return None
+        tail = ft['tail']
+        if n == 0:
+            if tail != 59:
+                return None
+        elif not (self.slot_off(n - 1) + 31 <= tail <= self.slot_off(n)):
+            return None
+        if tail > start:
+            return None
+        if ft['j_off'] == 0:
+            if ft['j_len'] != 0:
+                return None
+        else:
+            if not (ft['j_off'] >= tail and ft['j_len'] >= 28 and ft['j_len'] <= start
+                    and ft['j_off'] <= start - ft['j_len']):
+                return None
+        return ft
+
+    # -------------------------------------------------------- journal
+    def journal(self, ft):
+        """returns dict block -> ('frame', bytes) | ('hole', len), or None if damaged."""
+        L = ft['j_len']
+        if not (28 <= L <= 2 ** 32):
+            return None
+        j = self.f.read(ft['j_off'], L)
+        if len(j) != L:
+            return None
+        if u32(j, 0) != SKIP_JOURNAL or u32(j, 4) != L - 8 or u64(j, 8) != ft['seq']:
+            return None
+        c = u32(j, 16)
+        if u32(j, 20) != 0:
+            return None
+        if u32(j, L - 4) != xxh32(j[8:L - 4]):
+            return None
+        if 16 * c > L - 28:
+            return None
+        area_end = L - 4
+        pos = 24 + 16 * c
+        ents = {}
+        last = -1
+        for k in range(c):
+            e = 24 + 16 * k
+            blk, flen, ln = u64(j, e), u32(j, e + 8), u32(j, e + 12)
+            if blk >= ft['n'] or blk <= last or not (1 <= ln <= self.bs):
+                return None
+            last = blk
+            if pos + flen > area_end:
+                return None
+            if flen == 0:
+                ents[blk] = ('hole', ln)
+                continue
+            fr = j[pos:pos + flen]
+            h = parse_frame_header(fr, self.bs, self.code)
+            if h is None:
+                return None
+            cs, S, raw = h
+            if not (1 <= cs <= self.bs and 1 <= S <= self.bs) or (raw and S != cs):
+                return None
+            if 31 + S != flen or cs != ln:
+                return None
+            if u32(fr, 23 + S) != 0 or u32(fr, 19 + S) != xxh32(fr[19:19 + S]):
+                return None
+            ents[blk] = ('frame', bytes(fr))
+            pos += flen
+        if pos != area_end:
+            return None
+        return ents
+
+    # -------------------------------------------------------- footer pair
+    def pair(self):
+        eof = self.f.len
+        if eof < 59 + 128 or eof % 128:
+            return None
+        start = eof - 128
+        cands = []
+        for place in (eof - 128, eof - 64):
+            # 9.10 rule 2: the rules of 9.7 with start = eof - 128
+            ft = self.footer_at(place, 3, start)
+            if ft is not None:
+                cands.append(ft)
+        cands.sort(key=lambda x: -x['seq'])
+        for k, ft in enumerate(cands):
+            if ft['j_len'] == 0:
+                ents = {}
+            else:
+                ents = self.journal(ft)
+                if ents is None:
+                    continue
+            older = None
+            for o in cands:
+                if o is ft or o['seq'] >= ft['seq'] or o['n'] != ft['n'] or o['j_len'] == 0:
+                    continue
+                older = self.journal(o)
+            return ft, ents, older
+        return None
+
+    # -------------------------------------------------------- blocks
+    def read_slot_frame(self, i, len_i, careful=True):
+        """returns (decoded bytes, S, block checksum) of slot i's own frame,
+        'run' if the slot does not hold a frame of block i but a run might, or raises Corrupt."""
+        off = self.slot_off(i)
+        head = self.f.read(off, 19)
+        if len(head) < 19:
+            raise Corrupt('slot %d: short' % i)
+        if u32(head, 0) == 0:
+            return 'run'
+        if head[5] == 0x70 and self.G > 1:
+            cs = u64(head, 6)
+            if cs > self.bs and cs % self.bs == 0:
+                return 'run'
+        h = parse_frame_header(head, self.bs, self.code)
+        if h is None:
+            raise Corrupt('slot %d: bad header' % i)
+        cs, S, raw = h
+        if cs != len_i or not (1 <= S <= self.bs):
+            raise Corrupt('slot %d: bad content size/size word' % i)
+        b = self.f.read(off + 19, S + 4)
+        if len(b) != S + 4:
+            raise Corrupt('slot %d: short frame' % i)
+        data = b[:S]
+        bsum = u32(b, S)
+        if bsum != xxh32(data):
+            raise Corrupt('slot %d: block checksum' % i)
+        return self.decode(data, raw, len_i, 'slot %d' % i), S, bsum
+
+    def decode(self, data, raw, len_i, what):
+        if raw:
+            if len(data) != len_i:
+                raise Corrupt('%s: raw size' % what)
+            return bytes(data)
+        return lz4_block_decompress(data, len_i)
+
+    def run_head(self, a):
+        """if slot a begins with a run head whose end checks out: m, else None."""
+        off = self.slot_off(a)
+        b = self.f.read(off, 19)
+        if len(b) < 19 or u32(b, 0) != LZ4_MAGIC or b[4] != 0x7C or b[5] != 0x70:
+            return None
+        if b[14] != hc_of(b[4:14]):
+            return None
+        cs = u64(b, 6)
+        if cs % self.bs:
+            return None
+        m = cs // self.bs
+        if not (2 <= m <= self.G) or u32(b, 15) != (cs | 0x80000000):
+            return None
+        e = self.f.read(off + 19 + cs, 20)
+        if len(e) != 20:
+            return None
+        if u32(e, 0) != u32(e, 8) or u32(e, 4) != 0 or u32(e, 12) != SKIP_PAD \
+                or u32(e, 16) != 64 * m - 39:
+            return None
+        return m
+
+    def find_run(self, i):
+        G = self.G
+        g = (i // G) * G
+        m = self.run_head(g)
+        if m is not None and g + m > i:
+            return (g, m)
+        for a in range(i, g, -1):
+            b = self.f.read(self.slot_off(a), 4)
+            if len(b) == 4 and u32(b, 0) == 0:
+                continue
+            m = self.run_head(a)
+            if m is not None and a + m > i:
+                return (a, m)
+            break
+        raise Corrupt('block %d: in no hole run' % i)
+
+    def apply_records(self, i, content, S, bsum, len_i):
+        """10 step 6 / 9.11."""
+        pad = self.slot_off(i) + 31 + S
+        h = self.f.read(pad, 12)
+        if len(h) < 12 or u32(h, 0) != SKIP_PAD or u32(h, 8) != REC_MAGIC:
+            return content, 0
+        P = u32(h, 4)
+        end = pad + 8 + P
+        at = pad + 8
+        prev = bsum
+        buf = bytearray(content)
+        nrec = 0
+        while True:
+            if at + 24 > end:
+                break
+            hd = self.f.read(at, 20)
+            if len(hd) < 20:
+                break
+            magic, pv, off, ln, word = struct.unpack_from('<5I', hd, 0)
+            D = word & 0x7FFFFFFF
+            raw = bool(word >> 31)
+            if at + 24 + D > end:                                # rule 1
+                break
+            if magic != REC_MAGIC or pv != prev:                 # rule 2
+                break
+            if not (off < len_i and 1 <= ln <= len_i - off and 1 <= D <= ln) \
+                    or (raw and D != ln):                       # rule 3
+                break
+            rec = self.f.read(at, 24 + D)
+            if len(rec) != 24 + D:
+                break
+            ck = u32(rec, 20 + D)
+            if ck != xxh32(rec[:20 + D]):                        # rule 4
+                break
+            payload = rec[20:20 + D]
+            if raw:
+                newb = payload
+            else:
+                try:
+                    newb = lz4_block_decompress(payload, ln)
+                except Corrupt as e:
+                    raise Corrupt('block %d: record at %d does not decode (%s)' % (i, at, e))
+            buf[off:off + ln] = newb
+            nrec += 1
+            prev = ck
+            at += 24 + D
+        return bytes(buf), nrec
+
+    def block(self, i, len_i, jents):
+        """content of block i (bytes) or raises Corrupt."""
+        recs = self.version >= 4
+        if i in jents:
+            kind, v = jents[i]
+            if kind == 'hole':
+                content = bytes(v)
+                if len(content) != len_i:
+                    raise Corrupt('block %d: journal hole length %d != %d' % (i, v, len_i))
+                S, bsum = v, xxh32(content)
+            else:
+                fr = v
+                cs, S, raw = parse_frame_header(fr, self.bs, self.code)
+                if cs != len_i:
+                    raise Corrupt('block %d: journal length %d != %d' % (i, cs, len_i))
+                bsum = u32(fr, 19 + S)
+                content = self.decode(fr[19:19 + S], raw, len_i, 'journal block %d' % i)
+        else:
+            r = self.read_slot_frame(i, len_i)
+            if r == 'run':
+                a, m = self.find_run(i)
+                self.stats['run'] += 1
+                return bytes(self.bs)   # no records behind runs (9.11 "Where")
+            content, S, bsum = r
+        if recs:
+            content, nrec = self.apply_records(i, content, S, bsum, len_i)
+            if nrec:
+                self.stats['blocks_with_records'] += 1
+                self.stats['records'] += nrec
+        return content
+
+    # -------------------------------------------------------- slot walk (10.1)
+    def walk(self):
+        f = self.f
+        bs, sl = self.bs, self.slot_len
+        i, n, size, valid_end = 0, 0, 0, 59
+        tentative = []
+        bad = set()
+        before_runs = None   # state before the first of the trailing runs
+        while True:
+            so = self.slot_off(i)
+            if so >= f.len:
+                break
+            m = min(sl, f.len - so)
+            b = f.read(so, m)
+            parsed = None
+            ok_sums = True
+            h = parse_frame_header(b, bs, self.code)
+            if h is not None:
+                cs, S, raw = h
+                bd_ok = True
+                if 1 <= cs <= bs and 1 <= S <= bs and not (raw and S != cs) and 31 + S <= m \
+                        and u32(b, 23 + S) == 0:
+                    parsed = (cs, S, raw)
+                    data = b[19:19 + S]
+                    if u32(b, 19 + S) != xxh32(data):
+                        ok_sums = False
+                    else:
+                        try:
+                            dec = self.decode(data, raw, cs, 'walk')
+                            if u32(b, 27 + S) != xxh32(dec):
+                                ok_sums = False
+                        except Corrupt:
+                            ok_sums = False
+            if parsed is None:
+                rm = self.run_head(i)
+                if rm is not None and i % self.G + rm <= self.G:
+                    cs = rm * bs
+                    e = f.read(so + 19 + cs, 4)
+                    zero_sum = xxh32(bytes(cs))
+                    data_ok = f.read(so + 19, cs) == bytes(cs)
+                    if u32(e, 0) == zero_sum and data_ok:
+                        if before_runs is None:
+                            before_runs = (n, size, valid_end, list(tentative))
+                        n, size, valid_end = i + rm, (i + rm) * bs, so + 31 + cs
+                        i += rm
+                        continue
+                break
+            cs, S, raw = parsed
+            fl = 31 + S
+            padded = fl + 8 <= m and u32(b, fl) == SKIP_PAD and u32(b, fl + 4) == sl - fl - 8
+            if not ok_sums:
+                if padded and cs == bs:
+                    tentative.append(i)
+                    i += 1
+                    continue
+                break
+            # accept
+            before_runs = None
+            bad.update(tentative)
+            tentative = []
+            n, size, valid_end = i + 1, i * bs + cs, so + fl
+            if cs < bs or not padded:
+                break
+            i += 1
+        if before_runs is not None:
+            n, size, valid_end, _ = before_runs
+        return dict(size=size, n=n, tail=valid_end, bad=bad)
+
+    # -------------------------------------------------------- main
+    def run(self, out):
+        kind = self.identify()
+        if kind == 'foreign':
+            self.err('foreign file: shown byte for byte')
+            self.f.fh.seek(0)
+            out.write(self.f.fh.read())
+            return 0
+        if kind == 'newer':
+            self.err('newer version: refused (EPROTO)')
+            return 3
+        if self.version == 1:
+            self.err('version 1 (Part I) not supported by this reader')
+            return 4
+        self.stats = dict(run=0, blocks_with_records=0, records=0)
+        jents = {}
+        bad = set()
+        ft = self.footer_at(self.f.len - 64, 2) if self.f.len >= 123 else None
+        how = 'footer'
+        if ft is not None and ft['j_len']:
+            j = self.journal(ft)
+            if j is None:
+                self.err('journal damaged: read the slots as they are')
+                # 10 step 4 says ignore it; 11.4 step 2 recovers by the walk instead
+            else:
+                jents = j
+        if ft is None:
+            p = self.pair()
+            if p is not None:
+                ft, newer, older = p
+                how = 'footer pair'
+                if older:
+                    jents.update(older)
+                jents.update(newer)
+            else:
+                ft = self.walk()
+                bad = ft['bad']
+                how = 'slot walk'
+        size, n, bs = ft['size'], ft['n'], self.bs
+        self.err('version %d, bs %d, %s: size %d, %d blocks, %d journal entries'
+                 % (self.version, bs, how, size, n, len(jents)))
+        rc = 0
+        for i in range(n):
+            len_i = bs if i < n - 1 else size - (n - 1) * bs
+            try:
+                if i in bad:
+                    raise Corrupt('block %d: bad checksum (kept by the walk)' % i)
+                out.write(self.block(i, len_i, jents))
+            except Corrupt as e:
+                self.err('EIO: %s' % e)
+                rc = 5
+                out.write(bytes(len_i))   # placeholder so offsets stay right
+        self.err('%(run)d blocks in hole runs, %(blocks_with_records)d blocks with '
+                 '%(records)d page records applied' % self.stats)
+        return rc
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write('usage: reader.py BACKING\n')
+        return 2
+    r = Reader(sys.argv[1])
+    out = sys.stdout.buffer
+    rc = r.run(out)
+    out.flush()
+    return rc
+
+
+if __name__ == '__main__':
+    sys.exit(main())
