@@ -26,6 +26,7 @@ typedef struct {
     uint8_t *buf;                      /* one slot as stored */
     uint8_t *dec;                      /* one block decoded */
     uint64_t recs;                     /* blocks whose slot holds page records */
+    uint32_t group;                    /* the records' last commit group (the marker's) */
 } chk2_ctx;
 
 __attribute__((format(printf, 2, 3))) static void chk2_say(chk2_ctx *c, const char *fmt, ...)
@@ -99,8 +100,8 @@ static int chk2_block_reads(chk2_ctx *c, const uint8_t *p, size_t avail, uint32_
 static void chk2_records(chk2_ctx *c, uint64_t i, uint32_t flen, uint32_t bsum, uint32_t len)
 {
     fmt2_rec_state st;
-    fmt_error err = fmt2_rec_load(c->fd, fmt2_slot_off(c->bs, i) + flen, NULL, 0, bsum, c->dec,
-                                  len, &st);
+    fmt_error err = fmt2_rec_load(c->fd, fmt2_slot_off(c->bs, i) + flen, NULL, 0, bsum,
+                                  c->group, c->dec, len, &st);
     if (err == FMT_ERR_CORRUPT)
         chk2_bad(c, CHK_P_BLOCK, i, "a page record's data do not decode");
     else if (err == FMT_OK && st.count)
@@ -210,7 +211,10 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_f
         err = fmt2_check_fresh(fd, bs, write, 0, &rec);
     if (err != FMT_OK)
         return -fmt_errno(err);
-    chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs), 0};
+    uint8_t flags[4] = {0};
+    (void)fmt_pread_all(fd, flags, sizeof(flags), FMT_MARKER_FLAGS_OFF);
+    chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs), 0,
+                  fmt2_rec_group_of(fmt_get32(flags))};
     int rc = c.buf && c.dec ? 0 : -ENOMEM;
     *wrote |= write && (rec.settled || rec.replayed || rec.unsynced_cut);
     chk2_report(&c, write);

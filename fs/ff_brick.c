@@ -78,7 +78,7 @@ int ff_brick_prepare(ff_file *f, ff_commit_plan *p)
     uint64_t after = f->n_batches ? f->batches[f->n_batches - 1]->end : f->n_stored;
     b->writer_only = f->v2.j_live || f->v2.j_pending || p->s != after || p->end <= p->s;
     if (p->s == 0 && f->n_stored == 0) {
-        fmt2_marker_encode(f->version, f->bs, f->rec_flag ? FMT_MARKER_RECORDS : 0,
+        fmt2_marker_encode(f->version, f->bs, fmt2_rec_flags(f->rec_group, f->rec_flag),
                            f->env->sb.uuid, b->marker);
         b->with_marker = 1;
     }

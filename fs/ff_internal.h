@@ -216,6 +216,9 @@ struct ff_file_s {
     ff_rec *rec;                       /* version 3 and 4: per block, cap entries; NULL
                                           until a block changes in place (ff_rec.c) */
     int rec_flag;                      /* the marker says slots may hold records */
+    uint32_t rec_group;                /* the last commit group of records the marker names:
+                                          later groups' records do not count (changed with
+                                          f->io exclusive) */
     int rec_old;                       /* slots nobody here wrote may hold records (the
                                           flag at the open, or a session that may have
                                           ended in a crash changed the file): every slot

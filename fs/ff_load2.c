@@ -89,7 +89,8 @@ int ff2_load(ff_file *f, uint64_t file_len)
     uint8_t flags[4];
     if (rc == 0 && f->version >= FMT_VERSION_4 &&
         fmt_pread_all(f->fd, flags, sizeof(flags), FMT_MARKER_FLAGS_OFF) == 0)
-        f->rec_flag = (fmt_get32(flags) & FMT_MARKER_RECORDS) != 0;
+        f->rec_flag = (fmt_get32(flags) & FMT_MARKER_RECORDS) != 0,
+        f->rec_group = fmt2_rec_group_of(fmt_get32(flags));
     /* the flag is written unsynced: after a crash, records may be there without it */
     if (rc == 0 && f->version >= FMT_VERSION_4)
         f->rec_old = f->rec_flag || ff2_may_have_lost_power(f->env, f->ctime_ns);

@@ -39,7 +39,7 @@ static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsu
 {
     fmt2_rec_state st;
     uint64_t end = fmt2_slot_off(f->bs, i) + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
-    return fmt2_rec_load(f->fd, end, NULL, 0, bsum, dst, (uint32_t)len, &st);
+    return fmt2_rec_load(f->fd, end, NULL, 0, bsum, f->rec_group, dst, (uint32_t)len, &st);
 }
 
 /* Decodes the stored block i, entry {off, word}, of len bytes into dst; *at, *rc and the

@@ -144,7 +144,8 @@ static int ff_rec_known(ff_file *f, uint64_t i)
     if (fmt_pread_all(f->fd, w, sizeof(w), end - FMT2_FRAME_TRAIL) < 0)
         return -EIO;
     fmt2_rec_state st;
-    if (fmt2_rec_load(f->fd, end, NULL, 0, fmt_get32(w), NULL, f->bs, &st) != FMT_OK)
+    if (fmt2_rec_load(f->fd, end, NULL, 0, fmt_get32(w), f->rec_group, NULL, f->bs, &st) !=
+        FMT_OK)
         return -EIO;
     if (f->rec_new)                    /* records of an undone upgrade: not this file's */
         st.used = 0, st.chain = fmt_get32(w);
@@ -171,23 +172,20 @@ static int ff_rec_fits_block(const ff_file *f, uint64_t i)
            b->filled >= f->bs && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
 }
 
-/* The marker says version 4 and that slots may hold records, written before the first
- * record and synced with it: what the commit's sync promises includes it. A version 3 file
- * holds no record of its own: whatever a chain in its slots says is what an earlier upgrade
- * that a crash undid wrote, never promised, and is not continued (ff_rec_known). */
-static int ff_rec_mark(ff_file *f)
+/* The commit point of a commit's records, after them, with f->io exclusive: the marker's
+ * flags name their group (and the file is version 4 from here): a commit cut short by a
+ * kill -9 leaves records of a later group, which count for nobody, and the file as it was.
+ * Its sync (the commit's) makes both durable. */
+static int ff_rec_seal(ff_file *f)
 {
     uint8_t m[12];
+    uint32_t g = (f->rec_group + 1) & FMT2_REC_GROUP_MASK;
     fmt_put32(m, FMT_VERSION_4);
     fmt_put32(m + 4, f->bs);
-    fmt_put32(m + 8, FMT_MARKER_RECORDS);
+    fmt_put32(m + 8, fmt2_rec_flags(g, 1));
     int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
-    if (rc == 0) {
-        ff_io_exclusive(f);            /* readers look at the version */
-        f->rec_new = f->version < FMT_VERSION_4;
-        f->version = FMT_VERSION_4, f->rec_flag = 1;
-        pthread_rwlock_unlock(&f->io);
-    }
+    if (rc == 0)
+        f->version = FMT_VERSION_4, f->rec_flag = 1, f->rec_group = g;
     return rc;
 }
 
@@ -212,8 +210,9 @@ static int ff_rec_put(ff_file *f, uint64_t i, uint8_t *out)
         return rc;
     uint32_t sum = r->chain;
     size_t n = 0;
+    uint32_t g = f->rec_group + 1;     /* sealed by ff_rec_seal */
     for (unsigned k = 0; k < r->n; k++)
-        n += fmt2_rec_encode(out + n, sum, r->lo[k], f->blk[i].buf + r->lo[k],
+        n += fmt2_rec_encode(out + n, sum, g, r->lo[k], f->blk[i].buf + r->lo[k],
                              r->hi[k] - r->lo[k], &sum);
     if (r->room < FMT2_KILL_LEN || (uint64_t)r->used + n > r->room)
         return 0;                      /* the padding is full: a new frame */
@@ -248,12 +247,17 @@ static int ff_rec_write(ff_file *f, int *wrote)
     int rc = 0;
     *wrote = 0;
     ff_io_exclusive(f);
+    if (f->version < FMT_VERSION_4)
+        f->rec_new = 1;                /* chains in a version 3 file are no one's */
     for (uint64_t i = f->rewrite_min; rc >= 0 && i + 1 < f->n_stored; i++)
         if (ff_rec_fits_block(f, i) && (rc = ff_rec_put(f, i, out)) > 0)
             (*wrote)++;
+    /* what was written counts even when a later block failed: memory took those blocks as
+     * stored */
+    int sealed = *wrote ? ff_rec_seal(f) : 0;
     pthread_rwlock_unlock(&f->io);
     free(out);
-    return rc < 0 ? rc : 0;
+    return rc < 0 ? rc : sealed;
 }
 
 int ff_rec_commit(ff_file *f, int durable)
@@ -267,10 +271,8 @@ int ff_rec_commit(ff_file *f, int durable)
         any++;
     if (any + 1 >= f->n_stored)
         return 0;
-    int rc = f->rec_flag ? 0 : ff_rec_mark(f);
     int wrote = 0;
-    if (rc == 0)
-        rc = ff_rec_write(f, &wrote);
+    int rc = ff_rec_write(f, &wrote);
     if (rc < 0 || wrote == 0)
         return rc;
     f->mtime_stale = 1;
@@ -320,7 +322,8 @@ int ff_rec_fold(ff_file *f)
         return rc;
     /* unsynced: an open after a crash walks the slots of a file the lost session changed,
      * flag or not (ff2_load) */
-    uint8_t none[4] = {0};
+    uint8_t none[4];
+    fmt_put32(none, fmt2_rec_flags(f->rec_group, 0));
     rc = f->rec_flag ? fmt_pwrite_all(f->fd, none, sizeof(none), FMT_MARKER_FLAGS_OFF) : 0;
     f->mtime_stale = 1;                /* the release puts the logical mtime back */
     if (rc == 0) {

@@ -159,7 +159,7 @@ static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t 
     uint8_t marker[FMT_MARKER_LEN];
     int first = e->block == 0 && f->n_stored == 0;
     if (first)
-        fmt2_marker_encode(f->version, f->bs, f->rec_flag ? FMT_MARKER_RECORDS : 0,
+        fmt2_marker_encode(f->version, f->bs, fmt2_rec_flags(f->rec_group, f->rec_flag),
                            f->env->sb.uuid, marker);
     return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),

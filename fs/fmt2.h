@@ -292,8 +292,9 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
  * the padding's payload, each bound to the one before it (the first to the frame's block
  * checksum), and a reader applies them in order onto the frame's content. */
 #define FMT2_REC_MAGIC 0x43525046u          /* "FPRC" */
-#define FMT2_REC_HEAD 20u                   /* magic, prev, off, len, word */
-#define FMT2_REC_OVERHEAD 24u               /* head and checksum */
+#define FMT2_REC_HEAD 24u                   /* magic, prev, group, off, len, word */
+#define FMT2_REC_OVERHEAD 28u               /* head and checksum */
+#define FMT2_REC_GROUP_MASK 0x7FFFFFFFu     /* groups count modulo 2^31 */
 #define FMT2_KILL_LEN 4u                    /* zero bytes a frame's write puts at the start of
                                                its padding's payload: no record of an older
                                                frame there is read as one of this frame */
@@ -308,24 +309,39 @@ typedef struct {
     uint32_t count;                         /* records in the chain */
 } fmt2_rec_state;
 
-/* Encodes a record of the bytes raw[0, len) at offset off of a block into out (room for
- * FMT2_REC_OVERHEAD + LZ4_COMPRESSBOUND(len)), compressed when that makes it smaller.
- * Returns its length; *sum is its checksum, the next record's prev. */
-size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t off, const uint8_t *raw,
-                       uint32_t len, uint32_t *sum);
+/* Encodes a record of commit group `group` of the bytes raw[0, len) at offset off of a block
+ * into out (room for FMT2_REC_OVERHEAD + LZ4_COMPRESSBOUND(len)), compressed when that makes
+ * it smaller. Returns its length; *sum is its checksum, the next record's prev. */
+size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t group, uint32_t off,
+                       const uint8_t *raw, uint32_t len, uint32_t *sum);
+/* The commit group the marker's flags word names (flags >> 1), and the word for group g
+ * with the records flag set or not. */
+static inline uint32_t fmt2_rec_group_of(uint32_t flags) { return flags >> 1; }
+static inline uint32_t fmt2_rec_flags(uint32_t g, int records)
+{
+    return (g & FMT2_REC_GROUP_MASK) << 1 | (records ? FMT_MARKER_RECORDS : 0);
+}
+/* Whether a record of group g counts when the marker names group committed: g is not later
+ * (modulo 2^31, within half of it). */
+static inline int fmt2_rec_group_ok(uint32_t g, uint32_t committed)
+{
+    return ((committed - g) & FMT2_REC_GROUP_MASK) < (1u << 30);
+}
 /* The chain of records in a padding's payload area[0, avail) applied onto dst (the block's
  * blen decoded bytes; NULL: only walked), its first prev being the frame's block checksum
- * bsum. st->used, chain and count say what it found; the chain ends at the first bytes that
- * are not its next record. FMT_ERR_CORRUPT only for a whole record (its checksum good)
- * whose data do not decode to what it says. */
-fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint8_t *dst,
-                         uint32_t blen, fmt2_rec_state *st);
+ * bsum, records of groups after `group` (the marker's) not counting. st->used, chain and
+ * count say what it found; the chain ends at the first bytes that are not its next record.
+ * FMT_ERR_CORRUPT only for a whole record (its checksum good) whose data do not decode to
+ * what it says. */
+fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint32_t group,
+                         uint8_t *dst, uint32_t blen, fmt2_rec_state *st);
 /* The records of a slot whose frame ends at end (in the slot of a file whose slots hold
  * padding), read from fd and applied onto dst as fmt2_rec_apply does. probe holds the
  * probe_len (at most FMT2_REC_PROBE) bytes read from end - FMT_FRAME_END_LEN, NULL to read
  * them here; fewer than all at the end of the file. */
 fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
-                        uint32_t bsum, uint8_t *dst, uint32_t blen, fmt2_rec_state *st);
+                        uint32_t bsum, uint32_t group, uint8_t *dst, uint32_t blen,
+                        fmt2_rec_state *st);
 
 /* Zeroes [off, off+len) of the backing file, deallocating what it can. */
 int fmt2_zero(int fd, uint64_t off, uint64_t len);

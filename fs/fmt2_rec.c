@@ -13,8 +13,8 @@
 
 #define FMT2_REC_READ (64u << 10)           /* the first read of a chain, then doubled */
 
-size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t off, const uint8_t *raw,
-                       uint32_t len, uint32_t *sum)
+size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t group, uint32_t off,
+                       const uint8_t *raw, uint32_t len, uint32_t *sum)
 {
     int comp = LZ4_compress_default((const char *)raw, (char *)out + FMT2_REC_HEAD, (int)len,
                                     LZ4_compressBound((int)len));
@@ -23,22 +23,27 @@ size_t fmt2_rec_encode(uint8_t *out, uint32_t prev, uint32_t off, const uint8_t 
         memcpy(out + FMT2_REC_HEAD, raw, len);
     fmt_put32(out, FMT2_REC_MAGIC);
     fmt_put32(out + 4, prev);
-    fmt_put32(out + 8, off);
-    fmt_put32(out + 12, len);
-    fmt_put32(out + 16, word);
+    fmt_put32(out + 8, group & FMT2_REC_GROUP_MASK);
+    fmt_put32(out + 12, off);
+    fmt_put32(out + 16, len);
+    fmt_put32(out + 20, word);
     size_t n = FMT2_REC_HEAD + fmt_word_size(word);
     *sum = XXH32(out, n, 0);
     fmt_put32(out + n, *sum);
     return n + 4;
 }
 
-/* The length of the record at b if it is the chain's next (prev) and whole in avail bytes
- * of a block of blen bytes; 0 otherwise. */
-static size_t fmt2_rec_whole(const uint8_t *b, size_t avail, uint32_t prev, uint32_t blen)
+/* The length of the record at b if it is the chain's next (prev), of a committed group and
+ * whole in avail bytes of a block of blen bytes; 0 otherwise. */
+static size_t fmt2_rec_whole(const uint8_t *b, size_t avail, uint32_t prev, uint32_t group,
+                             uint32_t blen)
 {
     if (avail < FMT2_REC_OVERHEAD || fmt_get32(b) != FMT2_REC_MAGIC || fmt_get32(b + 4) != prev)
         return 0;
-    uint32_t off = fmt_get32(b + 8), len = fmt_get32(b + 12), word = fmt_get32(b + 16);
+    uint32_t g = fmt_get32(b + 8);
+    if ((g & ~FMT2_REC_GROUP_MASK) || !fmt2_rec_group_ok(g, group))
+        return 0;
+    uint32_t off = fmt_get32(b + 12), len = fmt_get32(b + 16), word = fmt_get32(b + 20);
     uint32_t d = fmt_word_size(word);
     if (len == 0 || off >= blen || len > blen - off || d == 0 || d > len ||
         ((word & FMT_RAW_BIT) && d != len) || d > avail - FMT2_REC_OVERHEAD)
@@ -49,7 +54,7 @@ static size_t fmt2_rec_whole(const uint8_t *b, size_t avail, uint32_t prev, uint
 
 static fmt_error fmt2_rec_put(const uint8_t *b, uint8_t *dst)
 {
-    uint32_t off = fmt_get32(b + 8), len = fmt_get32(b + 12), word = fmt_get32(b + 16);
+    uint32_t off = fmt_get32(b + 12), len = fmt_get32(b + 16), word = fmt_get32(b + 20);
     const uint8_t *data = b + FMT2_REC_HEAD;
     if (word & FMT_RAW_BIT) {
         memcpy(dst + off, data, len);
@@ -60,12 +65,12 @@ static fmt_error fmt2_rec_put(const uint8_t *b, uint8_t *dst)
     return got == (int)len ? FMT_OK : FMT_ERR_CORRUPT;
 }
 
-fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint8_t *dst,
-                         uint32_t blen, fmt2_rec_state *st)
+fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint32_t group,
+                         uint8_t *dst, uint32_t blen, fmt2_rec_state *st)
 {
     st->used = 0, st->chain = bsum, st->count = 0;
     for (;;) {
-        size_t n = fmt2_rec_whole(area + st->used, avail - st->used, st->chain, blen);
+        size_t n = fmt2_rec_whole(area + st->used, avail - st->used, st->chain, group, blen);
         if (n == 0)
             return FMT_OK;
         if (dst && fmt2_rec_put(area + st->used, dst) != FMT_OK)
@@ -95,11 +100,11 @@ static ssize_t fmt2_pread_upto(int fd, uint8_t *buf, size_t len, uint64_t off)
 /* The payload's first have bytes are read; the chain is walked, reading more while its next
  * record may lie past them. */
 static fmt_error fmt2_rec_walk(int fd, uint64_t at, uint8_t **bufp, size_t have, uint32_t bsum,
-                               uint8_t *dst, uint32_t blen, fmt2_rec_state *st)
+                               uint32_t group, uint8_t *dst, uint32_t blen, fmt2_rec_state *st)
 {
     uint32_t room = st->room;
     for (;;) {
-        fmt_error err = fmt2_rec_apply(*bufp, have, bsum, NULL, blen, st);
+        fmt_error err = fmt2_rec_apply(*bufp, have, bsum, group, NULL, blen, st);
         if (err != FMT_OK || have == room || have - st->used >= FMT2_REC_OVERHEAD + blen)
             break;                     /* the chain ends inside what was read */
         size_t more = have * 2 < room ? have * 2 : room;
@@ -116,11 +121,12 @@ static fmt_error fmt2_rec_walk(int fd, uint64_t at, uint8_t **bufp, size_t have,
         }
         have = more;
     }
-    return dst ? fmt2_rec_apply(*bufp, st->used, bsum, dst, blen, st) : FMT_OK;
+    return dst ? fmt2_rec_apply(*bufp, st->used, bsum, group, dst, blen, st) : FMT_OK;
 }
 
 fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
-                        uint32_t bsum, uint8_t *dst, uint32_t blen, fmt2_rec_state *st)
+                        uint32_t bsum, uint32_t group, uint8_t *dst, uint32_t blen,
+                        fmt2_rec_state *st)
 {
     uint8_t own[FMT2_REC_PROBE];
     *st = (fmt2_rec_state){0, 0, bsum, 0};
@@ -148,7 +154,7 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
     if (err == FMT_OK && (size_t)r < first)
         st->room = (uint32_t)r, first = (size_t)r;
     if (err == FMT_OK)
-        err = fmt2_rec_walk(fd, end + 8, &buf, first, bsum, dst, blen, st);
+        err = fmt2_rec_walk(fd, end + 8, &buf, first, bsum, group, dst, blen, st);
     free(buf);
     return err;
 }

@@ -2,7 +2,8 @@
 """A reader of fpgalz4fs backing files of versions 2, 3 and 4 (docs/FORMAT.md Part II),
 written from docs/FORMAT.md alone, without the sources under fs/: it checks that the
 document says enough for an outside reader (t_records runs it on files that hold page
-records). Usage: fmt_reader.py BACKING > content"""
+records). A change of the format changes the document first, then this reader from it.
+Usage: fmt_reader.py BACKING > content"""
 import os
 import struct
 import sys
@@ -407,29 +408,32 @@ class Reader:
         prev = bsum
         buf = bytearray(content)
         nrec = 0
+        committed = self.flags >> 1                              # 9.11: commit groups
         while True:
-            if at + 24 > end:
+            if at + 28 > end:
                 break
-            hd = self.f.read(at, 20)
-            if len(hd) < 20:
+            hd = self.f.read(at, 24)
+            if len(hd) < 24:
                 break
-            magic, pv, off, ln, word = struct.unpack_from('<5I', hd, 0)
+            magic, pv, grp, off, ln, word = struct.unpack_from('<6I', hd, 0)
             D = word & 0x7FFFFFFF
             raw = bool(word >> 31)
-            if at + 24 + D > end:                                # rule 1
+            if at + 28 + D > end:                                # rule 1
                 break
             if magic != REC_MAGIC or pv != prev:                 # rule 2
                 break
-            if not (off < len_i and 1 <= ln <= len_i - off and 1 <= D <= ln) \
+            if not (1 <= ln <= len_i - off and 1 <= D <= ln) \
                     or (raw and D != ln):                       # rule 3
                 break
-            rec = self.f.read(at, 24 + D)
-            if len(rec) != 24 + D:
+            if grp >> 31 or ((committed - grp) & 0x7FFFFFFF) >= (1 << 30):   # rule 5
                 break
-            ck = u32(rec, 20 + D)
-            if ck != xxh32(rec[:20 + D]):                        # rule 4
+            rec = self.f.read(at, 28 + D)
+            if len(rec) != 28 + D:
                 break
-            payload = rec[20:20 + D]
+            ck = u32(rec, 24 + D)
+            if ck != xxh32(rec[:24 + D]):                        # rule 4
+                break
+            payload = rec[24:24 + D]
             if raw:
                 newb = payload
             else:
@@ -440,7 +444,7 @@ class Reader:
             buf[off:off + ln] = newb
             nrec += 1
             prev = ck
-            at += 24 + D
+            at += 28 + D
         return bytes(buf), nrec
 
     def block(self, i, len_i, jents):

@@ -204,16 +204,16 @@ static void fzf2_check_records(const uint8_t *area, size_t avail, uint32_t bs)
 {
     if (avail < 8)
         return;
-    uint32_t bsum = fmt_get32(area + 4);
+    uint32_t bsum = fmt_get32(area + 4), group = avail >= 12 ? fmt_get32(area + 8) : 0;
     uint8_t *dst = calloc(1, bs);
     FZ_CHECK(dst != NULL, "calloc");
     fmt2_rec_state st;
-    fmt_error err = fmt2_rec_apply(area, avail, bsum, dst, bs, &st);
+    fmt_error err = fmt2_rec_apply(area, avail, bsum, group, dst, bs, &st);
     FZ_CHECK(err == FMT_OK || err == FMT_ERR_CORRUPT, "record apply gave %d", (int)err);
     FZ_CHECK(st.used <= avail && (st.count == 0) == (st.used == 0),
              "records: %u bytes, %u records of %zu", st.used, st.count, avail);
     fmt2_rec_state walk;
-    FZ_CHECK(fmt2_rec_apply(area, avail, bsum, NULL, bs, &walk) == FMT_OK &&
+    FZ_CHECK(fmt2_rec_apply(area, avail, bsum, group, NULL, bs, &walk) == FMT_OK &&
              (err != FMT_OK || (walk.used == st.used && walk.chain == st.chain)),
              "a walk without applying finds another chain");
     free(dst);

@@ -1615,53 +1615,62 @@ static void test_rec_chain(void **state)
     memcpy(want, blk, BS);
     uint8_t *rnd = make_data(5000, 1, 4), *txt = make_data(9000, 0, 5);
     uint32_t bsum = 0x12345678, sum, used = 0;
-    used += fmt2_rec_encode(area + used, bsum, 100, txt, 9000, &sum);
+    used += fmt2_rec_encode(area + used, bsum, 1, 100, txt, 9000, &sum);
     uint32_t first = sum;
-    used += fmt2_rec_encode(area + used, sum, 4000, rnd, 5000, &sum);
-    assert_true(fmt_get32(area + used - FMT2_REC_OVERHEAD - 5000 + 16) & FMT_RAW_BIT);
-    used += fmt2_rec_encode(area + used, sum, BS - 10, txt, 10, &sum);
+    used += fmt2_rec_encode(area + used, sum, 2, 4000, rnd, 5000, &sum);
+    assert_true(fmt_get32(area + used - FMT2_REC_OVERHEAD - 5000 + 20) & FMT_RAW_BIT);
+    used += fmt2_rec_encode(area + used, sum, 2, BS - 10, txt, 10, &sum);
     memcpy(want + 100, txt, 9000);
     memcpy(want + 4000, rnd, 5000);
     memcpy(want + BS - 10, txt, 10);
     fmt2_rec_state st;
-    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, blk, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, 2, blk, BS, &st), FMT_OK);
     assert_int_equal(st.count, 3);
     assert_int_equal(st.used, used);
     assert_int_equal(st.chain, sum);
     assert_memory_equal(blk, want, BS);
     /* the first record compressed text: it is shorter than its bytes */
-    assert_true(fmt_get32(area + 16) < 9000);
+    assert_true(fmt_get32(area + 20) < 9000);
+    /* a commit whose group the marker does not name yet (cut short): its records do not
+     * count, and the chain ends before them */
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, 1, NULL, BS, &st), FMT_OK);
+    assert_int_equal(st.count, 1);
+    assert_int_equal(st.chain, first);
+    /* groups count modulo 2^31: 1 follows 2^31 - 1 */
+    assert_true(fmt2_rec_group_ok(2, 3) && !fmt2_rec_group_ok(3, 2));
+    assert_true(fmt2_rec_group_ok(FMT2_REC_GROUP_MASK, 1));
+    assert_false(fmt2_rec_group_ok(1, FMT2_REC_GROUP_MASK));
     /* bound to another frame: nothing */
-    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum + 1, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum + 1, 2, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 0);
     assert_int_equal(st.used, 0);
     assert_int_equal(st.chain, bsum + 1);
     /* a torn second record ends the chain after the first; the third never counts */
-    uint32_t r1 = (uint32_t)(FMT2_REC_OVERHEAD + fmt_word_size(fmt_get32(area + 16)));
+    uint32_t r1 = (uint32_t)(FMT2_REC_OVERHEAD + fmt_word_size(fmt_get32(area + 20)));
     area[r1 + 30] ^= 1;
     memcpy(blk, want, BS);
-    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_apply(area, 3 * BS, bsum, 2, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 1);
     assert_int_equal(st.used, r1);
     assert_int_equal(st.chain, first);
     /* a record cut by the end of what was read does not count */
     area[r1 + 30] ^= 1;
-    assert_int_equal(fmt2_rec_apply(area, used - 1, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_apply(area, used - 1, bsum, 2, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 2);
     /* a record that reaches past the block, however well its checksum reads */
     uint8_t bad[64];
-    fmt2_rec_encode(bad, bsum, BS - 10, txt, 10, &sum);
-    assert_int_equal(fmt2_rec_apply(bad, sizeof(bad), bsum, NULL, BS, &st), FMT_OK);
+    fmt2_rec_encode(bad, bsum, 1, BS - 10, txt, 10, &sum);
+    assert_int_equal(fmt2_rec_apply(bad, sizeof(bad), bsum, 1, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 1);
-    assert_int_equal(fmt2_rec_apply(bad, sizeof(bad), bsum, NULL, BS - 1, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_apply(bad, sizeof(bad), bsum, 1, NULL, BS - 1, &st), FMT_OK);
     assert_int_equal(st.count, 0);
     /* a whole record whose data do not decode: damage, not the chain's end */
     uint8_t *cz = malloc(FMT2_REC_OVERHEAD + LZ4_compressBound(9000));
-    size_t n = fmt2_rec_encode(cz, bsum, 0, txt, 9000, &sum);
-    uint32_t d = fmt_word_size(fmt_get32(cz + 16));
+    size_t n = fmt2_rec_encode(cz, bsum, 1, 0, txt, 9000, &sum);
+    uint32_t d = fmt_word_size(fmt_get32(cz + 20));
     memset(cz + FMT2_REC_HEAD, 0xFF, d);
     fmt_put32(cz + FMT2_REC_HEAD + d, XXH32(cz, FMT2_REC_HEAD + d, 0));
-    assert_int_equal(fmt2_rec_apply(cz, n, bsum, blk, BS, &st), FMT_ERR_CORRUPT);
+    assert_int_equal(fmt2_rec_apply(cz, n, bsum, 1, blk, BS, &st), FMT_ERR_CORRUPT);
     free(cz);
     free(blk), free(want), free(area), free(rnd), free(txt);
 }
@@ -1684,24 +1693,24 @@ static void test_rec_slot(void **state)
     uint32_t bsum = fmt_get32(fr + flen - FMT2_FRAME_TRAIL), sum;
     fmt2_rec_state st;
     uint8_t *dst = malloc(BS);
-    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.room, fmt2_slot_len(BS) - flen - 8);
     assert_int_equal(st.count, 0);
     uint8_t rec[128];
-    size_t n = fmt2_rec_encode(rec, bsum, 7, (const uint8_t *)"changed", 7, &sum);
+    size_t n = fmt2_rec_encode(rec, bsum, 1, 7, (const uint8_t *)"changed", 7, &sum);
     assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8), 0);
-    n = fmt2_rec_encode(rec, sum, 9, (const uint8_t *)"again", 5, &sum);
+    n = fmt2_rec_encode(rec, sum, 1, 9, (const uint8_t *)"again", 5, &sum);
     /* not right behind the first: not part of the chain */
     assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8 + 40), 0);
     memcpy(dst, raw, BS);
-    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, dst, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, dst, BS, &st), FMT_OK);
     assert_int_equal(st.count, 1);
     assert_memory_equal(dst + 7, "changed", 7);
     assert_memory_equal(dst + 14, raw + 14, BS - 14);
     /* the slot written again with the same frame: its records are gone */
     assert_int_equal(fmt2_write_slot(fd, BS, 0, fr, (uint32_t)flen, BS, 0,
                                      fmt2_slot_off(BS, 1), NULL), 0);
-    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 0);
     free(raw), free(comp), free(fr), free(dst);
     close(fd);
