@@ -184,8 +184,9 @@ static int ff_rec_seal(ff_file *f)
     fmt_put32(m + 4, f->bs);
     fmt_put32(m + 8, fmt2_rec_flags(g, 1));
     int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
-    if (rc == 0)
-        f->version = FMT_VERSION_4, f->rec_flag = 1, f->rec_group = g;
+    /* memory took the blocks as stored either way: its reads count the group (the commit
+     * fails, and the next one's seal names a later group, which covers this one) */
+    f->version = FMT_VERSION_4, f->rec_flag = 1, f->rec_group = g;
     return rc;
 }
 
