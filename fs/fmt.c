@@ -167,20 +167,26 @@ fmt_error fmt_block_decode(uint32_t word, const uint8_t *data, uint8_t *dst, uin
     return got == (int)expect ? FMT_OK : FMT_ERR_CORRUPT;
 }
 
-int fmt_pread_all(int fd, void *buf, size_t len, uint64_t off)
+ssize_t fmt_pread_upto(int fd, void *buf, size_t len, uint64_t off)
 {
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return -errno;
         if (n == 0)
-            return -EIO;
-        p += n, len -= (size_t)n, off += (uint64_t)n;
+            break;
+        got += (size_t)n;
     }
-    return 0;
+    return (ssize_t)got;
+}
+
+int fmt_pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+    ssize_t n = fmt_pread_upto(fd, buf, len, off);
+    return n < 0 ? (int)n : (size_t)n < len ? -EIO : 0;
 }
 
 int fmt_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <sys/types.h>
 
 #define FMT_VERSION 4u                      /* newest file format this build reads and writes */
 #define FMT_VERSION_1 1u                    /* the seek-table layout of this file (fmt.c) */
@@ -170,6 +171,8 @@ int fmt_apply_intents(int fd, const fmt_trailer *t, int punch);
 
 /* pread/pwrite of exactly len bytes; -errno on failure, -EIO on a short read. */
 int fmt_pread_all(int fd, void *buf, size_t len, uint64_t off);
+/* Up to len bytes at off, fewer only at the end of the file: how many, or -errno. */
+ssize_t fmt_pread_upto(int fd, void *buf, size_t len, uint64_t off);
 int fmt_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 /* The same for pieces written as one call (iov is consumed): what belongs together reaches
  * the disk in one write, so a power loss keeps all of it or a torn prefix of it. */

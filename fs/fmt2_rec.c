@@ -80,23 +80,6 @@ fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint3
     }
 }
 
-/* Up to len bytes at off; fewer only at the end of the file. */
-static ssize_t fmt2_pread_upto(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = pread(fd, buf + got, len - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -errno;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
-}
-
 /* The payload's first have bytes are read; the chain is walked, reading more while its next
  * record may lie past them. */
 static fmt_error fmt2_rec_walk(int fd, uint64_t at, uint8_t **bufp, size_t have, uint32_t bsum,
@@ -112,7 +95,7 @@ static fmt_error fmt2_rec_walk(int fd, uint64_t at, uint8_t **bufp, size_t have,
         if (!b)
             return FMT_ERR_NOMEM;
         *bufp = b;
-        ssize_t r = fmt2_pread_upto(fd, b + have, more - have, at + have);
+        ssize_t r = fmt_pread_upto(fd, b + have, more - have, at + have);
         if (r < 0)
             return FMT_ERR_IO;
         if ((size_t)r < more - have) { /* the file ends inside the padding: walk what is */
@@ -131,7 +114,7 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
     uint8_t own[FMT2_REC_PROBE];
     *st = (fmt2_rec_state){0, 0, bsum, 0};
     if (!probe) {
-        ssize_t r = fmt2_pread_upto(fd, own, sizeof(own), end - FMT_FRAME_END_LEN);
+        ssize_t r = fmt_pread_upto(fd, own, sizeof(own), end - FMT_FRAME_END_LEN);
         if (r < 0)
             return FMT_ERR_IO;
         probe = own, probe_len = (size_t)r;
@@ -149,7 +132,7 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
     uint8_t *buf = malloc(first ? first : 1);
     if (!buf)
         return FMT_ERR_NOMEM;
-    ssize_t r = fmt2_pread_upto(fd, buf, first, end + 8);
+    ssize_t r = fmt_pread_upto(fd, buf, first, end + 8);
     fmt_error err = r < 0 ? FMT_ERR_IO : FMT_OK;
     if (err == FMT_OK && (size_t)r < first)
         st->room = (uint32_t)r, first = (size_t)r;
