@@ -31,15 +31,17 @@ static int ff_in_run(ff_file *f, uint64_t off)
 }
 
 /* Version 4: the records in block i's slot (bsum the block checksum of its frame), applied
- * onto its decoded bytes. A frame that a journal holds (a read-only
+ * onto its decoded bytes; probe: the probe_len bytes after the frame's block checksum when
+ * the frame was read from that slot, else NULL. A frame that a journal holds (a read-only
  * mount reads a journal's copies) takes the records of its block's slot when that slot holds
  * the same frame: records name the frame they follow by its block checksum. */
 static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsum,
-                             uint8_t *dst, uint64_t len)
+                             const uint8_t *probe, size_t probe_len, uint8_t *dst, uint64_t len)
 {
     fmt2_rec_state st;
     uint64_t end = fmt2_slot_off(f->bs, i) + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
-    return fmt2_rec_load(f->fd, end, NULL, 0, bsum, f->rec_group, dst, (uint32_t)len, &st);
+    return fmt2_rec_load(f->fd, end, probe, probe_len, bsum, f->rec_group, dst, (uint32_t)len,
+                         &st);
 }
 
 /* Decodes the stored block i, entry {off, word}, of len bytes into dst; *at, *rc and the
@@ -62,19 +64,26 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
     }
     if (rc == 0 && (fmt_word_size(word) == 0 || fmt_word_size(word) > f->bs))
         rc = -EIO;
-    uint8_t *raw = rc == 0 ? malloc(fmt_block_len(word)) : NULL;
+    /* no slot of a file holds records unless this open wrote some (the flag) or an earlier
+     * session may have left some (ff2_load); what tells whether the frame's slot holds some
+     * is read with the frame when the frame is the slot's */
+    int recs = f->version >= FMT_VERSION_4 && (f->rec_flag || f->rec_old);
+    size_t blen = fmt_block_len(word), want = blen;
+    if (recs && at == ff2_word_off(f, i))
+        want += FMT2_REC_PROBE;
+    uint8_t *raw = rc == 0 ? malloc(want) : NULL;
+    ssize_t got = 0;
     if (rc == 0 && !raw)
         rc = -ENOMEM;
-    if (rc == 0)
-        rc = fmt_pread_all(f->fd, raw, fmt_block_len(word), at);
+    if (rc == 0 && (got = fmt_pread_upto(f->fd, raw, want, at)) < (ssize_t)blen)
+        rc = got < 0 ? (int)got : -EIO;
     fmt_error err = FMT_OK;
     if (rc == 0)
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
                                      : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
-    /* no slot of a file holds records unless this open wrote some (the flag) or an earlier
-     * session may have left some (ff2_load) */
-    if (rc == 0 && err == FMT_OK && f->version >= FMT_VERSION_4 && (f->rec_flag || f->rec_old))
-        err = ff_rec_read(f, i, word, fmt_get32(raw + 4 + fmt_word_size(word)), dst, len);
+    if (rc == 0 && err == FMT_OK && recs)
+        err = ff_rec_read(f, i, word, fmt_get32(raw + blen - 4), want > blen ? raw + blen : NULL,
+                          (size_t)got - blen, dst, len);
     free(raw);
     *rc_out = rc;
     return err;

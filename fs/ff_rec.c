@@ -140,15 +140,19 @@ static int ff_rec_known(ff_file *f, uint64_t i)
         r->room = r->used = r->chain = 0, r->known = 1;   /* in a hole run: no frame */
         return 0;
     }
+    /* the frame's block checksum and what follows it (the probe), in one read */
+    uint8_t h[4 + FMT2_REC_PROBE];
     uint64_t end = ff_rec_frame_end(f, i);
-    if (fmt_pread_all(f->fd, w, sizeof(w), end - FMT2_FRAME_TRAIL) < 0)
+    ssize_t got = fmt_pread_upto(f->fd, h, sizeof(h), end - FMT2_FRAME_TRAIL);
+    if (got < 4)
         return -EIO;
+    uint32_t bsum = fmt_get32(h);
     fmt2_rec_state st;
-    if (fmt2_rec_load(f->fd, end, NULL, 0, fmt_get32(w), f->rec_group, NULL, f->bs, &st) !=
-        FMT_OK)
+    if (fmt2_rec_load(f->fd, end, h + 4, (size_t)got - 4, bsum, f->rec_group, NULL, f->bs,
+                      &st) != FMT_OK)
         return -EIO;
     if (f->rec_new)                    /* records of an undone upgrade: not this file's */
-        st.used = 0, st.chain = fmt_get32(w);
+        st.used = 0, st.chain = bsum;
     r->room = st.room, r->used = st.used, r->chain = st.chain, r->known = 1;
     return 0;
 }
