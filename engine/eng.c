@@ -714,11 +714,11 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->blocks_card = eng->n.blocks_card, o->blocks_sw = eng->n.blocks_sw;
     o->fallback_busy = eng->n.fallback_busy, o->fallback_error = eng->n.fallback_error;
     o->fallback_small = eng->n.fallback_small;
-    o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
     o->verify_failed = eng->n.verify_failed;
     o->blocks_direct = eng->n.blocks_direct;
-    pthread_mutex_lock(&eng->lock);
+    pthread_mutex_lock(&eng->lock);   /* sets and parked memory change together */
+    o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->card_idle_us = eng_idle_ns(eng, eng_now_ns()) / 1000;
     o->host_parked = eng->parked.n;
     pthread_mutex_unlock(&eng->lock);
