@@ -45,7 +45,7 @@ rm -rf "$tsan_logs" && mkdir -p "$tsan_logs"
 (cd "$src/build-tsan" && FPGALZ4FS_LINUX_TREE=0 OPCHECK_OPS=1000 OPCHECK_SEEDS=1 \
     FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 \
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$tsan_logs/tsan suppressions=$src/tests/tsan.supp" \
-    ctest --output-on-failure -R "${TSAN_CTEST_REGEX:-^(unit_test_eng|unit_test_engine_card|integration_t_basic|integration_t_bricks|integration_t_land|integration_t_records|integration_t_opcheck|integration_t_race|integration_t_fds|integration_t_tail|integration_t_readahead|fuzz_replay_.*)\$}") || status=1
+    ctest --output-on-failure -R "${TSAN_CTEST_REGEX:-^(unit_test_eng|unit_test_engine_card|unit_test_pool|integration_t_basic|integration_t_bricks|integration_t_land|integration_t_records|integration_t_opcheck|integration_t_race|integration_t_fds|integration_t_tail|integration_t_readahead|fuzz_replay_.*)\$}") || status=1
 if ls "$tsan_logs"/tsan.* >/dev/null 2>&1; then
     echo "ThreadSanitizer reports:" && cat "$tsan_logs"/tsan.*
     status=1
