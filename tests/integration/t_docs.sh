@@ -28,6 +28,31 @@ documented_in() {
 check "every option of --help is in the man page" documented_in "$MAN"
 check "every option of --help is in README" documented_in "$README"
 
+# file versions: the newest one the daemon takes is what --help, README and the man page
+# name as the choices' last and as the default, and one more is refused
+newest_version() {
+    "$DAEMON" /nonexistent /nonexistent -o file_version=999 2>&1 |
+        sed -nE 's/.*file_version=999: expected a whole number from 1 to ([0-9]+).*/\1/p'
+}
+newest=$(newest_version)
+check "the daemon names its newest file version" test -n "$newest"
+choices=$(seq -s '|' 1 "${newest:-1}")
+help_versions() {
+    "$DAEMON" --help 2>&1 | grep -qE "^  file_version=$(printf '%s' "$choices" | sed 's/|/\\|/g') .*" &&
+        "$DAEMON" --help 2>&1 | grep -A1 -E '^  file_version=' | grep -qE "\($newest\)\$"
+}
+check "--help: file_version=$choices, default $newest" help_versions
+readme_versions() {
+    grep -E "^\| file_version=" "$README" | grep -qF "file_version=$(printf '%s' "$choices" | sed 's/|/\\|/g') |" &&
+        grep -E "^\| file_version=" "$README" | grep -qE "\| $newest \|\$"
+}
+check "README: file_version=$choices, default $newest" readme_versions
+man_versions() {
+    awk '/^\.BI file_version= N/ {on = 1; next} on && /^\.TP/ {exit} on {print}' "$MAN" |
+        grep -qx "Default: $newest\."
+}
+check "man page: file_version's default $newest" man_versions
+
 # long options of a tool's --help, each found in its man page (roff writes - as \-)
 long_options_in_man() {
     local bin=$1 page=$2 o esc missing=""
