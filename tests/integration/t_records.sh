@@ -56,22 +56,30 @@ u32() { od -An -t u4 -j "$2" -N 4 "$1" | tr -d ' '; }
 # the marker's records flag (bit 0 of its flags; bits 1-31 name the last commit group)
 recflag() { echo $(($(u32 "$1" 39) & 1)); }
 
+# records_round LABEL SEED N EVERY MIN MODEL: a fresh mount of $BACKING; N random writes to
+# db with an fsync every EVERY go as at least MIN records; the file reads back through the
+# mount, and after the unmount lz4 -d gives it and fsck finds nothing to repair
+records_round() {
+    local label=$1 seed=$2 n=$3 every=$4 min=$5 model=$6 before got
+    check "$label: mount ($BLOCK_SIZE blocks)" mount_store
+    before=$(records)
+    check "$label: random writes with an fsync every $every" \
+        python3 -c "$RW_PY" "$MNT/db" "$SRC/base" "$model" "$seed" "$n" "$every"
+    got=$(($(records) - before))
+    check_show "$label: the changes went as records ($got)" test "$got" -ge "$min"
+    check "$label: the file reads back" cmp "$model" "$MNT/db"
+    check "$label: umount" umount_store
+    check "$label: lz4 -d of the backing file is its content" cmp "$model" \
+        <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+    check_show "$label: fsck finds nothing to repair" "$FSCK" "$BACKING"
+}
+
 BACKING="$WS/store"
 BLOCK_SIZE=64K
-check "mount (64K blocks)" mount_store
-before=$(records)
-check "random writes with an fsync every 8" \
-    python3 -c "$RW_PY" "$MNT/db" "$SRC/base" "$WS/model" 1 400 8
-n=$(($(records) - before))
-check_show "the changes went as records ($n)" test "$n" -ge 300
-check "the file reads back" cmp "$WS/model" "$MNT/db"
-check "umount" umount_store
-check "lz4 -d of the backing file is its content" cmp "$WS/model" \
-    <(lz4 -d -c "$BACKING/db" 2>/dev/null)
+records_round 64K 1 400 8 300 "$WS/model"
 check_eq "the marker says version 4" 4 "$(u32 "$BACKING/db" 31)"
 check_eq "its records flag is clear at rest" 0 "$(recflag "$BACKING/db")"
 check_show "its flags name the last commit group of records" test "$(u32 "$BACKING/db" 39)" -ge 2
-check_show "fsck finds nothing to repair" "$FSCK" "$BACKING"
 lz=$(lz4 -1 -c "$WS/model" | wc -c)
 alloc=$(($(stat -c %b "$BACKING/db") * 512))
 check_show "the space is back ($alloc bytes allocated, lz4 -1 takes $lz)" \
@@ -130,16 +138,7 @@ check "lz4 -d of it is its content" cmp "$WS/model3" <(lz4 -d -c "$BACKING/db" 2
 # 1 MiB blocks: several writes land in one block between two fsyncs, each range a record
 BACKING="$WS/store-1M"
 BLOCK_SIZE=1M
-check "mount (1M blocks)" mount_store
-before=$(records)
-check "1M: random writes with an fsync every 6" \
-    python3 -c "$RW_PY" "$MNT/db" "$SRC/base" "$WS/m1" 6 300 6
-n=$(($(records) - before))
-check_show "1M: blocks changed in several places went as records ($n)" test "$n" -ge 100
-check "1M: it reads back" cmp "$WS/m1" "$MNT/db"
-check "umount" umount_store
-check "1M: lz4 -d of it is its content" cmp "$WS/m1" <(lz4 -d -c "$BACKING/db" 2>/dev/null)
-check_show "1M: fsck finds nothing to repair" "$FSCK" "$BACKING"
+records_round 1M 6 300 6 100 "$WS/m1"
 BACKING="$WS/store"
 BLOCK_SIZE=64K
 
