@@ -565,14 +565,20 @@ class Reader:
         bad = set()
         ft = self.footer_at(self.f.len - 64, 2) if self.f.len >= 123 else None
         how = 'footer'
+        walk = False
         if ft is not None and ft['j_len']:
             j = self.journal(ft)
             if j is None:
-                self.err('journal damaged: read the slots as they are')
-                # 10 step 4 says ignore it; 11.4 step 2 recovers by the walk instead
+                # 10 step 4: the footer does not count either; the slot walk reads the file
+                self.err('journal damaged: the file is read by the slot walk')
+                walk = True
             else:
                 jents = j
-        if ft is None:
+        if walk:
+            ft = self.walk()
+            bad = ft['bad']
+            how = 'slot walk (journal damaged)'
+        elif ft is None:
             p = self.pair()
             if p is not None:
                 ft, newer, older = p

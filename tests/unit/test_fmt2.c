@@ -678,6 +678,38 @@ static void test_scan_torn_content_sum(void **state)
     scase_free(&c);
 }
 
+/* A valid footer whose journal does not read back (FORMAT.md 10 step 4, 11.4 step 2): the
+ * commit that wrote them synced nothing, so the footer's size and tail may be of slots it
+ * never wrote. Here it claims a last block longer than the slot holds, and its journal is
+ * junk: the file is what the walk finds, reading or writing. */
+static void test_damaged_journal_walks(void **state)
+{
+    (void)state;
+    for (int write = 0; write <= 1; write++) {
+        scase c;
+        scase_new(&c);
+        uint8_t junk[100];
+        memset(junk, 0x5a, sizeof(junk));
+        uint64_t at = fmt2_slot_off(BS, SC_N);
+        assert_int_equal(fmt_pwrite_all(c.fd, junk, sizeof(junk), at), 0);
+        fmt2_footer ft = {SC_N * (uint64_t)BS, SC_N, at, at, sizeof(junk), 7, SC_N, 0};
+        assert_int_equal(fmt2_footer_write(c.fd, at + sizeof(junk), &ft), 0);
+        fmt2_footer back;              /* the footer itself is valid */
+        assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), BS, &back), FMT_OK);
+        fmt2_recovery r;
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, write, 0, &r), FMT_OK);
+        assert_true(r.journal_bad);
+        assert_int_equal(r.ft.n_blocks, SC_N);
+        assert_int_equal(r.ft.size, c.size);
+        assert_int_equal(r.ft.tail, c.end);
+        assert_int_equal(r.ft.j_len, 0);
+        fmt2_recovery_free(&r);
+        if (write)                     /* repaired: the walk's footer ends the file */
+            assert_int_equal(file_len(c.fd), c.end + FMT2_FOOTER_LEN);
+        scase_free(&c);
+    }
+}
+
 static void flip(int fd, uint64_t off)
 {
     uint8_t b;
@@ -1731,6 +1763,7 @@ int main(void)
         cmocka_unit_test(test_scan_file_decodes),
         cmocka_unit_test(test_scan_missing_padding),
         cmocka_unit_test(test_scan_torn_content_sum),
+        cmocka_unit_test(test_damaged_journal_walks),
         cmocka_unit_test(test_scan_bad_blocks),
         cmocka_unit_test(test_recover_lost_punch),
         cmocka_unit_test(test_holes_sparse),
