@@ -605,8 +605,10 @@ static int chk_walk_dir(int fd, const char *rel, dev_t dev, chk_walk_fn fn, void
             continue;
         if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;                  /* gone since the listing */
-        if (asprintf(&path, "%s%s%s", rel, *rel ? "/" : "", name) < 0)
-            return -ENOMEM;
+        if (asprintf(&path, "%s%s%s", rel, *rel ? "/" : "", name) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
         if (S_ISREG(st.st_mode)) {
             rc = fn(ctx, fd, name, path, &st);
         } else if (S_ISDIR(st.st_mode) && st.st_dev == dev) {

@@ -133,7 +133,7 @@ static int ff_brick_encode(ff_brick *b)
         if (!(p->comp_lead == FMT2_FRAME_LEAD && p->jobs[j].out_len < p->jobs[j].len))
             raw += p->jobs[j].len + FMT2_FRAME_OVERHEAD;
     }
-    b->fr = (ff2_frames){calloc(n, sizeof(ff2_frame)), 0, malloc(raw ? raw : 1)};
+    b->fr = (ff2_frames){calloc(n ? n : 1, sizeof(ff2_frame)), 0, malloc(raw ? raw : 1)};
     if (!b->fr.v || !b->fr.buf)
         return -ENOMEM;
     b->held = raw;                     /* memory like the engine's outputs (ff_submit) */

@@ -299,8 +299,8 @@ static int ff2_run_of(ff_file *f, uint64_t i, uint64_t *a, uint32_t *m)
  * block's frame. *next: the first block after the run (i + 1 without one). */
 static int ff2_split_run_at(ff_file *f, uint64_t i, uint64_t *next)
 {
-    uint64_t a;
-    uint32_t m;
+    uint64_t a = i;
+    uint32_t m = 0;
     int rc = ff2_run_of(f, i, &a, &m);
     *next = rc == 1 ? a + m : i + 1;
     for (uint64_t j = a; rc == 1 && j < a + m && j < f->n_blocks; j++) {

@@ -144,7 +144,7 @@ static int st_file(void *ctx, int dirfd, const char *name, const char *rel,
     st_state *s = ctx;
     chk_stat cs;
     int fd = st ? openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC) : -1;
-    int rc = fd < 0 ? -errno : chk_stat_file(fd, &cs);
+    int rc = fd < 0 ? -(errno ? errno : EIO) : chk_stat_file(fd, &cs);
     if (fd >= 0)
         close(fd);
     if (rc < 0) {
