@@ -176,24 +176,6 @@ static int ff_rec_fits_block(const ff_file *f, uint64_t i)
            b->filled >= f->bs && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
 }
 
-/* The commit point of a commit's records, after them, with f->io exclusive: the marker's
- * flags name their group (and the file is version 4 from here): a commit cut short by a
- * kill -9 leaves records of a later group, which count for nobody, and the file as it was.
- * Its sync (the commit's) makes both durable. */
-static int ff_rec_seal(ff_file *f)
-{
-    uint8_t m[12];
-    uint32_t g = (f->rec_group + 1) & FMT2_REC_GROUP_MASK;
-    fmt_put32(m, FMT_VERSION_4);
-    fmt_put32(m + 4, f->bs);
-    fmt_put32(m + 8, fmt2_rec_flags(g, 1));
-    int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
-    /* memory took the blocks as stored either way: its reads count the group (the commit
-     * fails, and the next one's seal names a later group, which covers this one) */
-    f->version = FMT_VERSION_4, f->rec_flag = 1, f->rec_group = g;
-    return rc;
-}
-
 /* Block i's record written: memory says the block is as stored, its bytes in the cache. */
 static void ff_rec_adopt(ff_file *f, uint64_t i)
 {
@@ -205,85 +187,152 @@ static void ff_rec_adopt(ff_file *f, uint64_t i)
     f->env->n.page_records++;
 }
 
-/* Writes block i's change as records, one a range, in one write: 1 written, 0 they do not
- * fit, or -errno. */
-static int ff_rec_put(ff_file *f, uint64_t i, uint8_t *out)
+/* Whether a commit must write block i (its bytes changed, or it became a hole). */
+static int ff_rec_must_write(const ff_blk *b)
+{
+    return b->state == FF_DIRTY || (b->state == FF_ZERO && !(b->off & FMT_ENTRY_ZERO));
+}
+
+/* Whether the commit can be records alone: the size stays, and every block it must write
+ * changed in few enough bytes to go as records. A commit that also writes frames has its
+ * commit point in its footer, records theirs in the marker's group: two points, and a
+ * kill -9 between them left a file that was neither state (t_crash_mix: the records of one
+ * block of a close's commit counted, the frames of the others not yet). */
+static int ff_rec_all_fit(const ff_file *f)
+{
+    if (f->n_blocks != f->n_stored || f->size != f->v2.size)
+        return 0;
+    int any = 0;
+    for (uint64_t i = f->rewrite_min; i < f->n_blocks; i++) {
+        if (!ff_rec_must_write(&f->blk[i]))
+            continue;
+        if (!ff_rec_fits_block(f, i))
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* One block's records, encoded before anything is written. */
+typedef struct {
+    uint64_t i;
+    uint8_t *out;
+    size_t n;
+    uint32_t chain;                    /* the checksum the last of them ends the chain with */
+} ff_rec_out;
+
+/* Encodes block i's ranges as records of group g into o: 1, 0 when its padding has no room
+ * for them (the commit then writes frames), or -errno. */
+static int ff_rec_encode_block(ff_file *f, uint64_t i, uint32_t g, ff_rec_out *o)
 {
     ff_rec *r = &f->rec[i];
     int rc = ff_rec_known(f, i);
     if (rc < 0)
         return rc;
-    uint32_t sum = r->chain;
-    size_t n = 0;
-    uint32_t g = f->rec_group + 1;     /* sealed by ff_rec_seal */
-    for (unsigned k = 0; k < r->n; k++)
-        n += fmt2_rec_encode(out + n, sum, g, r->lo[k], f->blk[i].buf + r->lo[k],
-                             r->hi[k] - r->lo[k], &sum);
-    if (r->room < FMT2_KILL_LEN || (uint64_t)r->used + n > r->room)
-        return 0;                      /* the padding is full: a new frame */
-    rc = fmt_pwrite_all(f->fd, out, n, ff_rec_frame_end(f, i) + 8 + r->used);
-    if (rc < 0)
-        return rc;
-    r->used += (uint32_t)n, r->chain = sum;
-    ff_rec_adopt(f, i);
-    return 1;
-}
-
-/* The first block at or after from that a commit must still write; UINT64_MAX: none. */
-static uint64_t ff_rec_left(const ff_file *f, uint64_t from)
-{
-    if (f->n_blocks != f->n_stored || f->size != f->v2.size)
-        return from;                   /* the size changes: the commit decides */
-    for (uint64_t i = from; i < f->n_blocks; i++) {
-        const ff_blk *b = &f->blk[i];
-        if (b->state == FF_DIRTY || (b->state == FF_ZERO && !(b->off & FMT_ENTRY_ZERO)))
-            return i;
-    }
-    return UINT64_MAX;
-}
-
-/* Records for every dirty block that fits; those that do not stay dirty. */
-static int ff_rec_write(ff_file *f, int *wrote)
-{
-    uint8_t *out = malloc(FF_REC_RANGES * (FMT2_REC_OVERHEAD + 16) +
-                          LZ4_COMPRESSBOUND(f->bs / FF_REC_SHARE));
-    if (!out)
+    o->i = i, o->n = 0, o->chain = r->chain;
+    o->out = malloc(FF_REC_RANGES * (FMT2_REC_OVERHEAD + 16) +
+                    LZ4_COMPRESSBOUND(f->bs / FF_REC_SHARE));
+    if (!o->out)
         return -ENOMEM;
-    int rc = 0;
-    *wrote = 0;
+    for (unsigned k = 0; k < r->n; k++)
+        o->n += fmt2_rec_encode(o->out + o->n, o->chain, g, r->lo[k], f->blk[i].buf + r->lo[k],
+                                r->hi[k] - r->lo[k], &o->chain);
+    return r->room >= FMT2_KILL_LEN && (uint64_t)r->used + o->n <= r->room;
+}
+
+static void ff_rec_outs_free(ff_rec_out *o, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        free(o[k].out);
+    free(o);
+}
+
+/* Every block the commit must write, encoded: the count, 0 when one does not fit, or
+ * -errno. Called with f->io exclusive. */
+static ssize_t ff_rec_encode_all(ff_file *f, uint32_t g, ff_rec_out **outs)
+{
+    size_t n = 0, cap = 8;
+    ff_rec_out *o = malloc(cap * sizeof(*o));
+    int rc = o ? 1 : -ENOMEM;
+    for (uint64_t i = f->rewrite_min; rc > 0 && i < f->n_blocks; i++) {
+        if (!ff_rec_must_write(&f->blk[i]))
+            continue;
+        if (n == cap) {
+            ff_rec_out *grown = realloc(o, 2 * cap * sizeof(*o));
+            if (!grown) {
+                rc = -ENOMEM;
+                break;
+            }
+            o = grown, cap *= 2;
+        }
+        o[n].out = NULL;
+        rc = ff_rec_encode_block(f, i, g, &o[n]);
+        n += o[n].out != NULL;
+    }
+    if (rc <= 0) {
+        ff_rec_outs_free(o, n);
+        return rc;
+    }
+    *outs = o;
+    return (ssize_t)n;
+}
+
+/* The commit point of a commit's records, after all of them, with f->io exclusive: the
+ * marker's flags name their group (and the file is version 4 from here): a commit cut
+ * short by a kill -9 leaves records of a later group, which count for nobody, and the file
+ * as it was. Its sync (the commit's) makes both durable. */
+static int ff_rec_seal(ff_file *f)
+{
+    uint8_t m[12];
+    uint32_t g = (f->rec_group + 1) & FMT2_REC_GROUP_MASK;
+    fmt_put32(m, FMT_VERSION_4);
+    fmt_put32(m + 4, f->bs);
+    fmt_put32(m + 8, fmt2_rec_flags(g, 1));
+    int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
+    /* memory takes the blocks as stored either way: its reads count the group (the commit
+     * fails, and the next one's seal names a later group, which covers this one) */
+    f->version = FMT_VERSION_4, f->rec_flag = 1, f->rec_group = g;
+    return rc;
+}
+
+/* Writes every changed block as records, then seals them: 1 done, 0 when one of them does
+ * not fit (nothing written: the commit writes frames), or -errno (nothing sealed). */
+static int ff_rec_write(ff_file *f)
+{
+    ff_rec_out *o = NULL;
     ff_io_exclusive(f);
     if (f->version < FMT_VERSION_4)
         f->rec_new = 1;                /* chains in a version 3 file are no one's */
-    for (uint64_t i = f->rewrite_min; rc >= 0 && i + 1 < f->n_stored; i++)
-        if (ff_rec_fits_block(f, i) && (rc = ff_rec_put(f, i, out)) > 0)
-            (*wrote)++;
-    /* what was written counts even when a later block failed: memory took those blocks as
-     * stored */
-    int sealed = *wrote ? ff_rec_seal(f) : 0;
+    ssize_t n = ff_rec_encode_all(f, f->rec_group + 1, &o);
+    int rc = n > 0 ? 0 : (int)n;
+    for (ssize_t k = 0; rc == 0 && k < n; k++)
+        rc = fmt_pwrite_all(f->fd, o[k].out, o[k].n, ff_rec_frame_end(f, o[k].i) + 8 +
+                                                         f->rec[o[k].i].used);
+    if (rc == 0 && n > 0) {
+        rc = ff_rec_seal(f);
+        for (ssize_t k = 0; k < n; k++) {
+            ff_rec *r = &f->rec[o[k].i];
+            r->used += (uint32_t)o[k].n, r->chain = o[k].chain;
+            ff_rec_adopt(f, o[k].i);
+        }
+    }
     pthread_rwlock_unlock(&f->io);
-    free(out);
-    return rc < 0 ? rc : sealed;
+    if (n > 0)
+        ff_rec_outs_free(o, (size_t)n);
+    return rc < 0 ? rc : n > 0;
 }
 
 int ff_rec_commit(ff_file *f, int durable)
 {
     if (!f->rec || !ff_rec_able(f) || f->rec_off || f->n_batches || f->v2.j_pending ||
         f->v2.footerless ||
-        f->n_stored < 2 || f->rewrite_min > f->n_stored - 2)
+        f->n_stored < 2 || f->rewrite_min > f->n_stored - 2 || !ff_rec_all_fit(f))
         return 0;
-    uint64_t any = f->rewrite_min;
-    while (any + 1 < f->n_stored && !ff_rec_fits_block(f, any))
-        any++;
-    if (any + 1 >= f->n_stored)
-        return 0;
-    int wrote = 0;
-    int rc = ff_rec_write(f, &wrote);
-    if (rc < 0 || wrote == 0)
+    int rc = ff_rec_write(f);
+    if (rc <= 0)
         return rc;
     f->mtime_stale = 1;
-    f->rewrite_min = ff_rec_left(f, f->rewrite_min);
-    if (f->rewrite_min != UINT64_MAX)
-        return 0;                      /* the rest goes through a commit, which syncs */
+    f->rewrite_min = UINT64_MAX;
     f->env->n.commits++;
     f->env->n.record_commits++;
     rc = durable ? ff2_sync_for(f, durable) : 0;

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""A kill -9 at every write: the commit atomicity test (tests/integration/t_killpoints.sh).
+
+  killpoints.py workload MNT LOG --seed S --steps N
+      Steps on one file of a 64 KiB store through the mount: each writes a few ranges (10
+      bytes to 150 KB: a page-record's change next to whole blocks, across blocks, past the
+      end) with content unique to the step, then fsyncs and closes, or only closes; the
+      file's expected content after each step goes to LOG as a hash, with the step's
+      monotonic start and end times.
+
+  killpoints.py check BASE PLOG LOG PLCHECK WORK
+      A kill -9 of the daemon keeps every write it made, in order, and nothing after (the
+      page cache survives). From the daemon's record (tests/plshim.c) over the empty store
+      BASE, builds the state after each write to the file, opens it as the daemon would
+      (PLCHECK, with its repairs) and checks that the file reads as the state of the last
+      step that had ended by then or of a step begun by then, or as the begun step's state
+      cut at a block boundary past the end of the ended one's (an appending writer's blocks
+      are written as they fill, and a file whose writer stopped partway shows those it
+      wrote, as a POSIX filesystem may): a commit cut short anywhere leaves the file as it
+      was before it or as it made it, never a mix of the two.
+"""
+import argparse, hashlib, json, os, random, shutil, subprocess, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from powerloss import PL_SYNC, apply, read_plog  # noqa: E402
+
+NAME = "f"
+BS = 65536
+
+
+def sha(b):
+    return hashlib.sha256(bytes(b)).hexdigest()
+
+
+def text(step, n):
+    line = b"step %06d: a line that names the step that wrote it\n" % step
+    return (line * (n // len(line) + 1))[:n]
+
+
+def prefixes(data, old_len):
+    """The hashes of data cut at each block boundary past old_len (a writer stopped partway
+    through what it appended)."""
+    return [sha(data[:k]) for k in range(BS * (old_len // BS + 1), len(data), BS)]
+
+
+def workload(a):
+    rnd = random.Random(a.seed)
+    path = os.path.join(a.mnt, NAME)
+    log = open(a.log, "w")
+    data = bytearray(text(0, 16 * BS + 1234))
+    t0 = time.monotonic_ns()
+    with open(path, "wb") as fh:
+        fh.write(data)
+    log.write(json.dumps({"step": 0, "sha": sha(data), "t0": t0, "t1": time.monotonic_ns(),
+                          "prefixes": prefixes(data, 0)}) + "\n")
+    for step in range(1, a.steps + 1):
+        t0 = time.monotonic_ns()
+        before = len(data)
+        fd = os.open(path, os.O_RDWR)
+        for _ in range(rnd.randint(1, 4)):
+            n = rnd.choice([10, 4096, 8192, 30000, 70000, 150000])
+            off = rnd.randrange(len(data) + (BS if rnd.random() < 0.15 else 0))
+            chunk = text(step, n)
+            os.pwrite(fd, chunk, off)
+            if off > len(data):
+                data.extend(bytes(off - len(data)))
+            data[off:off + n] = chunk
+        if rnd.random() < 0.6:
+            os.fsync(fd)
+        os.close(fd)
+        log.write(json.dumps({"step": step, "sha": sha(data), "t0": t0,
+                              "t1": time.monotonic_ns(), "prefixes": prefixes(data, before)})
+                  + "\n")
+    log.close()
+    return 0
+
+
+def check(a):
+    steps = [json.loads(line) for line in open(a.log)]
+    ops = [op for op in read_plog(a.plog) if op[2] == NAME and op[0] != PL_SYNC]
+    img, bad, n = bytearray(), 0, 0
+    os.makedirs(a.work, exist_ok=True)
+    for p in range(len(ops) + 1):
+        if p:
+            apply(img, ops[p - 1])
+        tc_lo = ops[p - 1][1] if p else 0                      # the kill came after this
+        tc_hi = ops[p][1] if p < len(ops) else float("inf")   # and before this
+        done = [s for s in steps if s["t1"] <= tc_lo]
+        begun = [s for s in steps if s["t0"] < tc_hi and s["t1"] > tc_lo]
+        allowed = {s["sha"] for s in done[-1:] + begun} | ({sha(b"")} if not done else set())
+        allowed |= {h for s in begun for h in s["prefixes"]}
+        state, out = os.path.join(a.work, "state"), os.path.join(a.work, "out")
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.copytree(a.base, state)
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(state, NAME), "wb") as fh:
+            fh.write(img)
+        res = subprocess.run([a.plcheck, state, out, NAME], capture_output=True, text=True)
+        words = res.stdout.split()
+        got = sha(open(os.path.join(out, "0"), "rb").read()) if words[1:2] == ["ok"] else None
+        n += 1
+        if got not in allowed:
+            bad += 1
+            steps_named = [s["step"] for s in steps if s["sha"] == got]
+            print("after write %d of %d: the file reads as %s; allowed: steps %s" % (
+                p, len(ops), ("step %s" % steps_named) if steps_named else
+                (res.stdout.strip() or "a state no step made"),
+                [s["step"] for s in done[-1:] + begun]))
+            if a.keep:
+                shutil.copytree(state, os.path.join(a.keep, "state-%d" % p))
+    print("%d states (a kill -9 after each write to the file), %d wrong" % (n, bad))
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("workload")
+    w.add_argument("mnt")
+    w.add_argument("log")
+    w.add_argument("--seed", type=int, default=1)
+    w.add_argument("--steps", type=int, default=40)
+    c = sub.add_parser("check")
+    for x in ("base", "plog", "log", "plcheck", "work"):
+        c.add_argument(x)
+    c.add_argument("--keep", default="")
+    a = ap.parse_args()
+    return workload(a) if a.cmd == "workload" else check(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
