@@ -5,6 +5,7 @@
 #include <string.h>
 
 #define BC_NONE UINT32_MAX
+#define BC_PASSED 0u                   /* the clock of a block a sequential reader has passed */
 
 typedef struct {
     uint64_t file_id;                  /* 0: slot empty (named by nothing) */
@@ -110,14 +111,33 @@ int bc_get(bc_cache *bc, uint64_t file_id, uint64_t key, void *dst, uint32_t off
     return hit;
 }
 
-/* The least recently used slot no reply is sending from, or NULL. Called with the lock. */
+/* A slot that holds a block a sequential reader has passed (bc_passed), else the least
+ * recently used slot no reply is sending from, or NULL. Called with the lock. Passed blocks
+ * go before empty slots are filled: a stream then cycles through a few slots whose memory is
+ * already the process's, instead of touching fresh pages for every block it reads (a cold
+ * `cat` of 1 GiB would otherwise fault in as much of the cache as it reads). */
 static bc_slot *bc_victim(bc_cache *bc)
 {
     bc_slot *s = NULL;
-    for (uint32_t i = 0; i < bc->n_slots; i++)
-        if (!bc->slots[i].pins && (!s || bc->slots[i].used < s->used))
-            s = &bc->slots[i];
+    for (uint32_t i = 0; i < bc->n_slots; i++) {
+        bc_slot *c = &bc->slots[i];
+        if (c->pins)
+            continue;
+        if (c->data && c->file_id && c->used == BC_PASSED)
+            return c;
+        if (!s || c->used < s->used)
+            s = c;
+    }
     return s;
+}
+
+void bc_passed(bc_cache *bc, uint64_t file_id, uint64_t key)
+{
+    pthread_mutex_lock(&bc->lock);
+    bc_slot *s = bc_find(bc, file_id, key);
+    if (s)
+        s->used = BC_PASSED;
+    pthread_mutex_unlock(&bc->lock);
 }
 
 uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot)

@@ -28,6 +28,9 @@ void bc_unpin(bc_cache *bc, uint32_t slot);
 uint8_t *bc_claim(bc_cache *bc, uint32_t len, uint32_t *slot);
 void bc_publish(bc_cache *bc, uint32_t slot, uint64_t file_id, uint64_t key, uint32_t len);
 uint32_t bc_slots(const bc_cache *bc);
+/* A sequential reader has read the block (file_id, key) to its end: the kernel's page cache
+ * serves it from now on, so its slot is the next to reuse, before any other. */
+void bc_passed(bc_cache *bc, uint64_t file_id, uint64_t key);
 void bc_forget_file(bc_cache *bc, uint64_t file_id);
 /* Drops one name (a pinned slot keeps its bytes for its reply, under no name). */
 void bc_forget(bc_cache *bc, uint64_t file_id, uint64_t key);

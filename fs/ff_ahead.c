@@ -187,6 +187,8 @@ void ff_ahead_plan(ff_file *f, uint64_t first, uint64_t last)
      * looks at a file's header) does not start read-ahead. */
     uint64_t w = ah_window(f);
     int sequential = f->ra_next && first + w >= f->ra_next && first <= f->ra_next + 1;
+    if (sequential && first > 0 && first - 1 < f->n_blocks)
+        bc_passed(f->env->cache, f->id, f->blk[first - 1].off);
     f->ra_next = sequential && f->ra_next > last + 1 ? f->ra_next : last + 1;
     if (!a || !a->n_threads || f->foreign || !sequential)
         return;

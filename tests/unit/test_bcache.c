@@ -3,7 +3,7 @@
  * its bytes (even forgotten) and is never handed out again until unpinned; a block longer
  * than a slot is refused; a second copy of a block replaces the first unless the first is
  * being sent; buffers taken out and adopted change hands without copies, never while a reply
- * sends from them. */
+ * sends from them; a block a sequential reader has passed is reused first. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -203,6 +203,30 @@ static void test_take_adopt(void **state)
     bc_free(bc);
 }
 
+/* A block a sequential reader has passed is the next slot reused, before an empty one is
+ * filled and before older blocks; reading it again makes it an ordinary block. */
+static void test_passed_goes_first(void **state)
+{
+    bc_cache *bc = bc_new(SLOT, 4);
+    assert_true(put(bc, 1, 10, 'a') && put(bc, 1, 20, 'b') && put(bc, 1, 30, 'c'));
+    bc_passed(bc, 1, 20);
+    bc_passed(bc, 1, 99);              /* not cached: nothing */
+    assert_true(put(bc, 1, 40, 'd'));  /* into b's slot, not the empty fourth */
+    assert_int_equal(tag_of(bc, 1, 20), -1);
+    assert_int_equal(tag_of(bc, 1, 10), 'a');
+    assert_int_equal(tag_of(bc, 1, 30), 'c');
+    assert_int_equal(tag_of(bc, 1, 40), 'd');
+    assert_true(put(bc, 1, 50, 'e'));  /* the empty slot: nothing was passed */
+    assert_int_equal(tag_of(bc, 1, 10), 'a');
+    bc_passed(bc, 1, 30);
+    assert_int_equal(tag_of(bc, 1, 30), 'c');   /* read again: used, not passed */
+    assert_true(put(bc, 1, 60, 'f'));  /* the least recently used (looked at): d */
+    assert_int_equal(tag_of(bc, 1, 40), -1);
+    assert_int_equal(tag_of(bc, 1, 30), 'c');
+    assert_int_equal(tag_of(bc, 1, 10), 'a');
+    bc_free(bc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_second_copy),
         cmocka_unit_test(test_put_replaces),
         cmocka_unit_test(test_take_adopt),
+        cmocka_unit_test(test_passed_goes_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
