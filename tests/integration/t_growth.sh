@@ -20,7 +20,8 @@
 #       `lz4 -1 -B<bs>` of the file's final content + 64 KiB
 #   (b) apparent size of the backing file <= 1.01 x logical size + 2 blocks
 #   (c) the content read through the mount equals a reference copy written to plain files,
-#       and `lz4 -d -c BACKINGFILE` equals it too
+#       and `lz4 -d -c BACKINGFILE` equals it too, and so does tests/fmt_reader.py (a reader
+#       written from docs/FORMAT.md alone)
 # Then the cost of one commit (O(changed)): a 10-byte overwrite plus fsync in the middle of a
 # large compressible file may make the daemon write (/proc/PID/io write_bytes) at most
 # 2 x the size `lz4 -1` makes of the block it changed + 64 KiB. And holes: `truncate -s 100G` and a 1-byte write at 50G finish within
@@ -130,12 +131,21 @@ sys.exit(0 if magic == 0x184D2A5E and j_len == 0 else 1)
 PY
 }
 
+# outside_reader_equals BACKINGFILE REF: tests/fmt_reader.py, written from docs/FORMAT.md
+# alone, decodes the backing file to REF
+outside_reader_equals() {
+    python3 "$SRC_DIR/tests/fmt_reader.py" "$1" 2>"$WS/reader.err" | cmp - "$2" ||
+        { cat "$WS/reader.err"; return 1; }
+}
+
 # goals WHAT REL REFFILE: checks (a), (b), (c) of $MNT/REL, the file at rest
 goals() {
     local what=$1 rel=$2 ref=$3
     check "[$BS] $what: fsync through the mount (file at rest)" at_rest "$MNT/$rel"
     check "[$BS] $what: (c) content through the mount equals the reference" cmp "$ref" "$MNT/$rel"
     check "[$BS] $what: (c) lz4 -d -c of the backing file equals the reference" lz4d_equals "$BACKING/$rel" "$ref"
+    check "[$BS] $what: a reader written from docs/FORMAT.md alone reads the reference" \
+        outside_reader_equals "$BACKING/$rel" "$ref"
     check_show "[$BS] $what: (a) space used <= 1.15 x lz4 -1 of the content + 64 KiB" space_ok "$rel"
     check_show "[$BS] $what: (b) apparent size <= 1.01 x logical size + 2 blocks" apparent_ok "$rel"
     check_show "[$BS] $what: no journal at rest" no_journal "$rel"
@@ -610,6 +620,8 @@ w_holes_runs() {
     at_rest "$MNT/runs20m"
     check "[$BS] runs: lz4 -d of a sparse file with runs gives its content" \
         lz4d_equals "$BACKING/runs20m" "$WS/runs.ref"
+    check "[$BS] runs: so does the reader written from docs/FORMAT.md alone" \
+        outside_reader_equals "$BACKING/runs20m" "$WS/runs.ref"
     check "[$BS] runs: remount" remount
     check "[$BS] runs: after the remount, the write reads back" pread_is "$MNT/hole100g" $in "inside a run"
     check_eq "[$BS] runs: after the remount, the size" "$cut" "$(stat_size "$MNT/hole100g")"
