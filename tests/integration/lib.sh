@@ -307,6 +307,19 @@ spawn() {
 
 # ------------------------------------------------------------------------------- binaries
 
+# recorder_preload TEST: sets PRELOAD for a daemon run with the power-loss test's recorder
+# (tests/plshim.c): a sanitized daemon wants its runtime first, and the recorder carries none;
+# under ThreadSanitizer TEST is skipped (the preload cannot go with it).
+recorder_preload() {
+    PRELOAD=$BUILD_DIR/plshim.so
+    if ldd "$DAEMON" | grep -q libasan; then
+        PRELOAD="$(ldd "$DAEMON" | awk '/libasan/ { print $3 }'):$PRELOAD"
+    elif ldd "$DAEMON" | grep -q libtsan; then
+        skip "$1 does not run under ThreadSanitizer (the recorder's preload)"
+        finish
+    fi
+}
+
 need_binaries() {
     local b
     for b in "$MKFS" "$DAEMON" "$@"; do

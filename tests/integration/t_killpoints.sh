@@ -14,13 +14,7 @@ need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
 SEEDS=${KILLPOINTS_SEEDS:-1 2}
 STEPS=${KILLPOINTS_STEPS:-40}
 PY="$(dirname "$0")/../killpoints.py"
-PRELOAD=$BUILD_DIR/plshim.so
-if ldd "$DAEMON" | grep -q libasan; then
-    PRELOAD="$(ldd "$DAEMON" | awk '/libasan/ { print $3 }'):$PRELOAD"
-elif ldd "$DAEMON" | grep -q libtsan; then
-    skip "t_killpoints does not run under ThreadSanitizer (the recorder's preload)"
-    finish
-fi
+recorder_preload t_killpoints
 
 run_seed() {
     local ver=$1 seed=$2 id="v$1-s$2" m="$WS/mnt"

@@ -58,14 +58,7 @@ LOSE_ONE=${POWERLOSS_LOSE_ONE:-1}
 KEEP_ONE=${POWERLOSS_KEEP_ONE:-1000}
 JOBS=${POWERLOSS_JOBS:-$(nproc)}
 PY="$(dirname "$0")/../powerloss.py"
-PRELOAD=$BUILD_DIR/plshim.so
-# A sanitized daemon wants its runtime first; the recorder itself carries none.
-if ldd "$DAEMON" | grep -q libasan; then
-    PRELOAD="$(ldd "$DAEMON" | awk '/libasan/ { print $3 }'):$PRELOAD"
-elif ldd "$DAEMON" | grep -q libtsan; then
-    skip "t_powerloss does not run under ThreadSanitizer (the recorder's preload)"
-    finish
-fi
+recorder_preload t_powerloss
 
 # run_format VER SEED [TAG WORKLOAD-OPTION...]: a workload with more of one kind of operation
 # than the default mix (powerloss.py workload --help), named TAG; RUN_OPS operations per
