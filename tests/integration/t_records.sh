@@ -74,20 +74,21 @@ records_round() {
         env AVOID_LAST="$bs" python3 -c "$RW_PY" "$MNT/db" "$SRC/base" "$model" "$seed" "$n" "$every"
     got=$(($(records) - before))
     check_show "$label: the changes went as records ($got)" test "$got" -ge "$min"
-    # all or nothing: a commit that also changes the last block (no padding behind its
-    # frame) writes every block as a frame, and no record
+    # all or nothing: a commit in which one block changed in more than a quarter writes
+    # every block as a frame, and no record
     before=$(records)
-    check "$label: a page of block 0 and one of the last block, then fsync" python3 -c '
+    check "$label: a page of block 1 and half of block 0, then fsync" python3 -c '
 import os, sys
+bs = int(sys.argv[3])
 fd = os.open(sys.argv[1], os.O_RDWR)
-end = os.fstat(fd).st_size
 m = bytearray(open(sys.argv[2], "rb").read())
-for off in (100, end - 5000):
-    os.pwrite(fd, b"all or nothing\n", off)
-    m[off:off + 15] = b"all or nothing\n"
+for off, n in ((bs + 100, 15), (0, bs // 2)):
+    chunk = (b"all or nothing\n" * (n // 15 + 1))[:n]
+    os.pwrite(fd, chunk, off)
+    m[off:off + n] = chunk
 os.fsync(fd)
 os.close(fd)
-open(sys.argv[2], "wb").write(bytes(m))' "$MNT/db" "$model"
+open(sys.argv[2], "wb").write(bytes(m))' "$MNT/db" "$model" "$bs"
     check_eq "$label: that commit wrote no record" "$before" "$(records)"
     check "$label: the file reads back" cmp "$model" "$MNT/db"
     check "$label: umount" umount_store
