@@ -402,13 +402,15 @@ static void eng_card_rate(eng_ctx *eng, unsigned cu, const eng_slot *s, uint64_t
 }
 
 /* Polls one set in flight; returns 1 if it is finished (one way or the other): done, or
- * written off (*off set) when it failed or ran past card_timeout_ms. Never waits for the
- * card. Called with the lock released. */
-static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *off)
+ * failed (*fault set: its brick goes to software once the set is ended, eng_reap_all), and
+ * written off (*off set) when it ran past card_timeout_ms. Never waits for the card. Called
+ * with the lock released. */
+static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *off,
+                    int *fault)
 {
     eng_slot *s = eng_slot_at(eng, cu, set);
     eng_run_state st = eng->ops->poll(eng->dev, cu, set);
-    *off = 0;
+    *off = 0, *fault = 0;
     if (st == ENG_RUN_RUNNING && now - s->started_ns <= eng->cfg.card_timeout_ms * 1000000ull)
         return 0;
     if (st == ENG_RUN_RUNNING) {
@@ -423,9 +425,20 @@ static int eng_reap(eng_ctx *eng, unsigned cu, unsigned set, uint64_t now, int *
         eng_card_rate(eng, cu, s, now);
         eng_verify_on_pool(eng, &s->brick);
     } else {
-        eng_fault(eng, s, now);
+        *fault = 1;
     }
     return 1;
+}
+
+/* Called with the lock held, after eng_slot_end: the failed run's brick goes to software
+ * with the lock released (the pool may make this thread wait for room). Only after the set
+ * is ended and counted (sets_written_off), since its callers may finish at once: a test
+ * that read the counters after its call returned saw the set not yet written off. */
+static void eng_fault_unlocked(eng_ctx *eng, eng_slot *s, uint64_t now)
+{
+    pthread_mutex_unlock(&eng->lock);
+    eng_fault(eng, s, now);
+    pthread_mutex_lock(&eng->lock);
 }
 
 /* Called with the lock held: a run of ours is over; the set is free again, or written off
@@ -462,13 +475,15 @@ static int eng_reap_all(eng_ctx *eng)
                 continue;
             pthread_mutex_unlock(&eng->lock);
             uint64_t now = eng_now_ns();
-            int off = 0;
-            int done = was == ENG_SLOT_RUNNING ? eng_reap(eng, cu, set, now, &off)
+            int off = 0, fault = 0;
+            int done = was == ENG_SLOT_RUNNING ? eng_reap(eng, cu, set, now, &off, &fault)
                                                : eng_revive(eng, cu, set);
             pthread_mutex_lock(&eng->lock);
             if (done && was == ENG_SLOT_RUNNING) {
                 eng_slot_end(eng, cu, s, off, now);
                 progress = 1;
+                if (fault)
+                    eng_fault_unlocked(eng, s, now);
             } else if (done) {
                 s->state = ENG_SLOT_FREE, eng->slots_off--, eng->n.sets_recovered++;
                 progress = 1;
@@ -554,11 +569,11 @@ static int eng_dispatch_one(eng_ctx *eng)
         eng_cu_busy(eng, cu, +1, now);
         pthread_mutex_unlock(&eng->lock);
         int rc = eng_fill_and_start(eng, cu, set, &s->brick);
-        if (rc < 0)
-            eng_fault(eng, s, now);
         pthread_mutex_lock(&eng->lock);
-        if (rc < 0)                    /* work it queued may still run on the card */
+        if (rc < 0) {                  /* work it queued may still run on the card */
             eng_slot_end(eng, cu, s, 1, now);
+            eng_fault_unlocked(eng, s, now);
+        }
         return 1;
     }
     if (eng->cfg.card_only && !resting)
