@@ -193,36 +193,42 @@ static int ff_rec_must_write(const ff_blk *b)
     return b->state == FF_DIRTY || (b->state == FF_ZERO && !(b->off & FMT_ENTRY_ZERO));
 }
 
-/* Whether the commit can be records alone: the size stays, and every block it must write
- * changed in few enough bytes to go as records. A commit that also writes frames has its
- * commit point in its footer, records theirs in the marker's group: two points, and a
- * kill -9 between them left a file that was neither state (t_crash_mix: the records of one
- * block of a close's commit counted, the frames of the others not yet). */
-static int ff_rec_all_fit(const ff_file *f)
+/* How many blocks the commit must write when it can be records alone (the size stays, and
+ * every block it must write changed in few enough bytes to go as records), else 0. A commit
+ * that also writes frames has its commit point in its footer, records theirs in the
+ * marker's group: two points, and a kill -9 between them left a file that was neither state
+ * (t_crash_mix: the records of one block of a close's commit counted, the frames of the
+ * others not yet). */
+static uint64_t ff_rec_all_fit(const ff_file *f)
 {
     if (f->n_blocks != f->n_stored || f->size != f->v2.size)
         return 0;
-    int any = 0;
+    uint64_t n = 0;
     for (uint64_t i = f->rewrite_min; i < f->n_blocks; i++) {
         if (!ff_rec_must_write(&f->blk[i]))
             continue;
         if (!ff_rec_fits_block(f, i))
             return 0;
-        any = 1;
+        n++;
     }
-    return any;
+    return n;
 }
+
+/* Room for one block's records: at most FF_REC_RANGES of them, bs / FF_REC_SHARE bytes in
+ * all before compression. */
+#define FF_REC_OUT_CAP(bs) (FF_REC_RANGES * (FMT2_REC_OVERHEAD + 16) + \
+                            LZ4_COMPRESSBOUND((bs) / FF_REC_SHARE))
 
 /* One block's records, encoded before anything is written. */
 typedef struct {
     uint64_t i;
-    uint8_t *out;
+    uint8_t *out;                      /* FF_REC_OUT_CAP bytes of the commit's buffer */
     size_t n;
     uint32_t chain;                    /* the checksum the last of them ends the chain with */
 } ff_rec_out;
 
-/* Encodes block i's ranges as records of group g into o: 1, 0 when its padding has no room
- * for them (the commit then writes frames), or -errno. */
+/* Encodes block i's ranges as records of group g into o->out: 1, 0 when its padding has no
+ * room for them (the commit then writes frames), or -errno. */
 static int ff_rec_encode_block(ff_file *f, uint64_t i, uint32_t g, ff_rec_out *o)
 {
     ff_rec *r = &f->rec[i];
@@ -230,51 +236,25 @@ static int ff_rec_encode_block(ff_file *f, uint64_t i, uint32_t g, ff_rec_out *o
     if (rc < 0)
         return rc;
     o->i = i, o->n = 0, o->chain = r->chain;
-    o->out = malloc(FF_REC_RANGES * (FMT2_REC_OVERHEAD + 16) +
-                    LZ4_COMPRESSBOUND(f->bs / FF_REC_SHARE));
-    if (!o->out)
-        return -ENOMEM;
     for (unsigned k = 0; k < r->n; k++)
         o->n += fmt2_rec_encode(o->out + o->n, o->chain, g, r->lo[k], f->blk[i].buf + r->lo[k],
                                 r->hi[k] - r->lo[k], &o->chain);
     return r->room >= FMT2_KILL_LEN && (uint64_t)r->used + o->n <= r->room;
 }
 
-static void ff_rec_outs_free(ff_rec_out *o, size_t n)
+/* The n blocks the commit must write, encoded into o (its buffers in buf): 1, 0 when one
+ * does not fit, or -errno. Called with f->io exclusive. */
+static int ff_rec_encode_all(ff_file *f, uint32_t g, ff_rec_out *o, uint64_t n, uint8_t *buf)
 {
-    for (size_t k = 0; k < n; k++)
-        free(o[k].out);
-    free(o);
-}
-
-/* Every block the commit must write, encoded: the count, 0 when one does not fit, or
- * -errno. Called with f->io exclusive. */
-static ssize_t ff_rec_encode_all(ff_file *f, uint32_t g, ff_rec_out **outs)
-{
-    size_t n = 0, cap = 8;
-    ff_rec_out *o = malloc(cap * sizeof(*o));
-    int rc = o ? 1 : -ENOMEM;
-    for (uint64_t i = f->rewrite_min; rc > 0 && i < f->n_blocks; i++) {
+    int rc = 1;
+    uint64_t k = 0;
+    for (uint64_t i = f->rewrite_min; rc > 0 && k < n && i < f->n_blocks; i++) {
         if (!ff_rec_must_write(&f->blk[i]))
             continue;
-        if (n == cap) {
-            ff_rec_out *grown = realloc(o, 2 * cap * sizeof(*o));
-            if (!grown) {
-                rc = -ENOMEM;
-                break;
-            }
-            o = grown, cap *= 2;
-        }
-        o[n].out = NULL;
-        rc = ff_rec_encode_block(f, i, g, &o[n]);
-        n += o[n].out != NULL;
+        o[k].out = buf + k * FF_REC_OUT_CAP(f->bs);
+        rc = ff_rec_encode_block(f, i, g, &o[k++]);
     }
-    if (rc <= 0) {
-        ff_rec_outs_free(o, n);
-        return rc;
-    }
-    *outs = o;
-    return (ssize_t)n;
+    return rc;
 }
 
 /* The commit point of a commit's records, after all of them, with f->io exclusive: the
@@ -295,40 +275,46 @@ static int ff_rec_seal(ff_file *f)
     return rc;
 }
 
-/* Writes every changed block as records, then seals them: 1 done, 0 when one of them does
+/* Writes the n changed blocks as records, then seals them: 1 done, 0 when one of them does
  * not fit (nothing written: the commit writes frames), or -errno (nothing sealed). */
-static int ff_rec_write(ff_file *f)
+static int ff_rec_write(ff_file *f, uint64_t n)
 {
-    ff_rec_out *o = NULL;
+    ff_rec_out *o = calloc(n, sizeof(*o));
+    uint8_t *buf = malloc(n * FF_REC_OUT_CAP(f->bs));
+    int rc = o && buf ? 1 : -ENOMEM;
     ff_io_exclusive(f);
-    if (f->version < FMT_VERSION_4)
+    if (rc > 0 && f->version < FMT_VERSION_4)
         f->rec_new = 1;                /* chains in a version 3 file are no one's */
-    ssize_t n = ff_rec_encode_all(f, f->rec_group + 1, &o);
-    int rc = n > 0 ? 0 : (int)n;
-    for (ssize_t k = 0; rc == 0 && k < n; k++)
-        rc = fmt_pwrite_all(f->fd, o[k].out, o[k].n, ff_rec_frame_end(f, o[k].i) + 8 +
-                                                         f->rec[o[k].i].used);
-    if (rc == 0 && n > 0) {
-        rc = ff_rec_seal(f);
-        for (ssize_t k = 0; k < n; k++) {
+    if (rc > 0)
+        rc = ff_rec_encode_all(f, f->rec_group + 1, o, n, buf);
+    for (uint64_t k = 0; rc > 0 && k < n; k++) {
+        int w = fmt_pwrite_all(f->fd, o[k].out, o[k].n,
+                               ff_rec_frame_end(f, o[k].i) + 8 + f->rec[o[k].i].used);
+        rc = w < 0 ? w : 1;
+    }
+    if (rc > 0) {
+        int w = ff_rec_seal(f);
+        rc = w < 0 ? w : 1;
+        for (uint64_t k = 0; k < n; k++) {
             ff_rec *r = &f->rec[o[k].i];
             r->used += (uint32_t)o[k].n, r->chain = o[k].chain;
             ff_rec_adopt(f, o[k].i);
         }
     }
     pthread_rwlock_unlock(&f->io);
-    if (n > 0)
-        ff_rec_outs_free(o, (size_t)n);
-    return rc < 0 ? rc : n > 0;
+    free(buf);
+    free(o);
+    return rc;
 }
 
 int ff_rec_commit(ff_file *f, int durable)
 {
     if (!f->rec || !ff_rec_able(f) || f->rec_off || f->n_batches || f->v2.j_pending ||
         f->v2.footerless ||
-        f->n_stored < 2 || f->rewrite_min > f->n_stored - 2 || !ff_rec_all_fit(f))
+        f->n_stored < 2 || f->rewrite_min > f->n_stored - 2)
         return 0;
-    int rc = ff_rec_write(f);
+    uint64_t n = ff_rec_all_fit(f);
+    int rc = n ? ff_rec_write(f, n) : 0;
     if (rc <= 0)
         return rc;
     f->mtime_stale = 1;

@@ -29,7 +29,7 @@ trunc = int(sys.argv[7]) if len(sys.argv) > 7 else None
 r = random.Random(int(seed))
 data = bytearray(open(base, "rb").read())
 avoid = int(os.environ.get("AVOID_LAST", "0"))
-room = len(data) - (avoid + (len(data) - 1) % avoid + 1 - avoid if avoid else 0)
+room = len(data) - ((len(data) - 1) % avoid + 1 if avoid else 0)
 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 if os.fstat(fd).st_size != len(data):
     os.pwrite(fd, bytes(data), 0)
