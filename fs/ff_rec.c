@@ -275,9 +275,21 @@ static int ff_rec_seal(ff_file *f)
     return rc;
 }
 
+/* What a slot keeps free for the next commit's records. A commit that finds one of its
+ * blocks without room writes every block as a frame (ff_rec_all_fit: 32 blocks of 1 MiB for
+ * fio's fsync every 32 writes), so a slot that ran low is folded right after the commit that
+ * filled it. At most half its padding, so that a slot with little room is not folded after
+ * every record. */
+static int ff_rec_low(const ff_file *f, const ff_rec *r)
+{
+    uint32_t keep = r->room / 2 < FF_REC_OUT_CAP(f->bs) ? r->room / 2 : FF_REC_OUT_CAP(f->bs);
+    return r->used > r->room - keep;
+}
+
 /* Writes the n changed blocks as records, then seals them: 1 done, 0 when one of them does
- * not fit (nothing written: the commit writes frames), or -errno (nothing sealed). */
-static int ff_rec_write(ff_file *f, uint64_t n)
+ * not fit (nothing written: the commit writes frames), or -errno (nothing sealed). The
+ * blocks whose slots ran low go to low[0 .. *n_low). */
+static int ff_rec_write(ff_file *f, uint64_t n, uint64_t *low, uint64_t *n_low)
 {
     ff_rec_out *o = calloc(n, sizeof(*o));
     uint8_t *buf = malloc(n * FF_REC_OUT_CAP(f->bs));
@@ -299,6 +311,8 @@ static int ff_rec_write(ff_file *f, uint64_t n)
             ff_rec *r = &f->rec[o[k].i];
             r->used += (uint32_t)o[k].n, r->chain = o[k].chain;
             ff_rec_adopt(f, o[k].i);
+            if (ff_rec_low(f, r))
+                low[(*n_low)++] = o[k].i;
         }
     }
     pthread_rwlock_unlock(&f->io);
@@ -307,16 +321,38 @@ static int ff_rec_write(ff_file *f, uint64_t n)
     return rc;
 }
 
+/* Folds the n_low blocks whose slots ran low, right after the records commit that filled
+ * them: memory holds each as stored, so the fold changes no content, and is an ordinary
+ * commit of frames (a kill -9 in it leaves the records or the new frame, the same bytes).
+ * A failure leaves them dirty: the next commit writes them as frames. */
+static void ff_rec_make_room(ff_file *f, const uint64_t *low, uint64_t n_low)
+{
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < n_low; k++)
+        rc = ff_dirty_whole(f, low[k]);
+    if (rc == 0 && n_low)
+        rc = ff_commit(f, 0, FF_COMMIT_FULL);
+    if (rc == 0)
+        f->env->n.records_folded_early += n_low;
+    else
+        lg_printf(f->env->log, LG_WARN, "%s: cannot fold %llu blocks whose slots ran out of "
+                  "room for page records (%s); the next commit writes them as frames",
+                  ff_name(f), (unsigned long long)n_low, strerror(-rc));
+}
+
 int ff_rec_commit(ff_file *f, int durable)
 {
     if (!f->rec || !ff_rec_able(f) || f->rec_off || f->n_batches || f->v2.j_pending ||
         f->v2.footerless ||
         f->n_stored < 2 || f->rewrite_min > f->n_stored - 2)
         return 0;
-    uint64_t n = ff_rec_all_fit(f);
-    int rc = n ? ff_rec_write(f, n) : 0;
-    if (rc <= 0)
+    uint64_t n = ff_rec_all_fit(f), n_low = 0;
+    uint64_t *low = n ? malloc(n * sizeof(*low)) : NULL;
+    int rc = low ? ff_rec_write(f, n, low, &n_low) : n ? -ENOMEM : 0;
+    if (rc <= 0) {
+        free(low);
         return rc;
+    }
     f->mtime_stale = 1;
     f->rewrite_min = UINT64_MAX;
     f->env->n.commits++;
@@ -326,6 +362,9 @@ int ff_rec_commit(ff_file *f, int durable)
         rc = ff2_promise(f);
     if (rc == 0)
         f->deferred_err = 0;
+    if (rc == 0)
+        ff_rec_make_room(f, low, n_low);
+    free(low);
     return rc < 0 ? rc : 1;
 }
 

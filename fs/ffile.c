@@ -62,6 +62,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->blocks_ahead = env->n.blocks_ahead;
     o->writes_landed = env->n.writes_landed;
     o->page_records = env->n.page_records, o->records_folded = env->n.records_folded;
+    o->records_folded_early = env->n.records_folded_early;
     o->record_commits = env->n.record_commits;
 }
 

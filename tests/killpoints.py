@@ -4,7 +4,8 @@
   killpoints.py workload MNT LOG --seed S --steps N
       Steps on one file of a 64 KiB store through the mount: each writes a few ranges (10
       bytes to 150 KB: a page-record's change next to whole blocks, across blocks, past the
-      end) with content unique to the step, then fsyncs and closes, or only closes; the
+      end) with content unique to the step, then fsyncs or not, and closes or keeps the file
+      open for the next step; the
       file's expected content after each step goes to LOG as a hash, with the step's
       monotonic start and end times.
 
@@ -26,6 +27,7 @@ from powerloss import PL_SYNC, apply, read_plog  # noqa: E402
 
 NAME = "f"
 BS = 65536
+HOT = 3
 
 
 def sha(b):
@@ -33,8 +35,11 @@ def sha(b):
 
 
 def text(step, n):
-    line = b"step %06d: a line that names the step that wrote it\n" % step
-    return (line * (n // len(line) + 1))[:n]
+    """n bytes unique to the step, about half as large under LZ4: records of a few KiB fill a
+    slot's padding within a few fsyncs (a slot that runs low is folded early, FORMAT.md 11.7)."""
+    lines = (b"step %06d %s\n" % (step, hashlib.md5(b"%d:%d" % (step, k)).hexdigest()[:24]
+                                  .encode()) for k in range(n // 32 + 1))
+    return b"".join(lines)[:n]
 
 
 def prefixes(data, old_len):
@@ -48,8 +53,7 @@ def workload(a):
     path = os.path.join(a.mnt, NAME)
     log = open(a.log, "w")
     # an odd seed's file ends inside a block and grows; an even seed's keeps its 16 whole
-    # blocks, whose last takes page records too once the footer pair pads its slot (FORMAT.md
-    # 11.7). (A file of whole blocks that grows is FORMAT.md 14, known defect 9: --grow.)
+    # blocks. (A file of whole blocks that grows is FORMAT.md 14, known defect 9: --grow.)
     grow = a.seed % 2 == 1 or a.grow
     data = bytearray(text(0, 16 * BS + (1234 if a.seed % 2 else 0)))
     t0 = time.monotonic_ns()
@@ -57,13 +61,21 @@ def workload(a):
         fh.write(data)
     log.write(json.dumps({"step": 0, "sha": sha(data), "t0": t0, "t1": time.monotonic_ns(),
                           "prefixes": prefixes(data, 0)}) + "\n")
+    fd = -1
     for step in range(1, a.steps + 1):
         t0 = time.monotonic_ns()
         before = len(data)
-        fd = os.open(path, os.O_RDWR)
+        if fd < 0:
+            fd = os.open(path, os.O_RDWR)
+        # half the steps change pages only (records), most of them in a hot block whose
+        # slot fills; the others mix them with whole blocks, across blocks, past the end
+        pages = rnd.random() < 0.5
         for _ in range(rnd.randint(1, 4)):
-            n = rnd.choice([10, 4096, 8192, 30000, 70000, 150000])
+            n = rnd.choice([10, 4096, 4096, 8192] if pages else
+                           [10, 4096, 8192, 30000, 70000, 150000])
             off = rnd.randrange(len(data) + (BS if rnd.random() < 0.15 else 0))
+            if pages and rnd.random() < 0.7:
+                off = HOT * BS + rnd.randrange(BS - n)
             if not grow:
                 off = min(off, len(data) - 1)
                 n = min(n, len(data) - off)
@@ -72,12 +84,18 @@ def workload(a):
             if off > len(data):
                 data.extend(bytes(off - len(data)))
             data[off:off + n] = chunk
-        if rnd.random() < 0.6:
+        synced = rnd.random() < 0.6
+        if synced:
             os.fsync(fd)
-        os.close(fd)
+        # the file stays open across some steps: a close folds its records, and a slot
+        # fills only across the fsyncs of one open
+        closed = rnd.random() < 0.2 or step == a.steps
+        if closed:
+            os.close(fd)
+            fd = -1
         log.write(json.dumps({"step": step, "sha": sha(data), "t0": t0,
-                              "t1": time.monotonic_ns(), "prefixes": prefixes(data, before)})
-                  + "\n")
+                              "t1": time.monotonic_ns(), "prefixes": prefixes(data, before),
+                              "committed": synced or closed}) + "\n")
     log.close()
     return 0
 
@@ -94,8 +112,12 @@ def check(a):
         tc_hi = ops[p][1] if p < len(ops) else float("inf")   # and before this
         done = [s for s in steps if s["t1"] <= tc_lo]
         begun = [s for s in steps if s["t0"] < tc_hi and s["t1"] > tc_lo]
-        allowed = {s["sha"] for s in done[-1:] + begun} | ({sha(b"")} if not done else set())
-        allowed |= {h for s in begun for h in s["prefixes"]}
+        # a step that ended without fsync or close left its changes in the daemon's memory:
+        # the kill may lose them, back to the last step that ended with a commit
+        last = max([k for k, s in enumerate(done) if s.get("committed", True)], default=0)
+        done = done[last:]
+        allowed = {s["sha"] for s in done + begun} | ({sha(b"")} if not done else set())
+        allowed |= {h for s in done[1:] + begun for h in s["prefixes"]}
         state, out = os.path.join(a.work, "state"), os.path.join(a.work, "out")
         shutil.rmtree(state, ignore_errors=True)
         shutil.copytree(a.base, state)
@@ -112,7 +134,7 @@ def check(a):
             print("after write %d of %d: the file reads as %s; allowed: steps %s" % (
                 p, len(ops), ("step %s" % steps_named) if steps_named else
                 (res.stdout.strip() or "a state no step made"),
-                [s["step"] for s in done[-1:] + begun]))
+                [s["step"] for s in done + begun]))
             if a.keep:
                 shutil.copytree(state, os.path.join(a.keep, "state-%d" % p))
     print("%d states (a kill -9 after each write to the file), %d wrong" % (n, bad))

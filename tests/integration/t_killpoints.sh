@@ -1,15 +1,18 @@
 #!/bin/bash
 # t_killpoints: a kill -9 of the daemon after every one of its writes to a file, each state
-# opened as the daemon opens it, must leave the file as the last step that had ended or as a
+# opened as the daemon opens it, must leave the file as the last step that had ended (with an
+# fsync or a close; a step that ended without either may be lost, back to that one) or as a
 # step begun by then: every commit is all or nothing (SPEC.md "Crash safety"). Where
 # t_crash_mix kills at random moments, this builds every point from the daemon's record of
 # its writes (tests/plshim.c): a kill -9 keeps every write made, in order, and nothing after.
 # The steps (tests/killpoints.py) mix changes of a few bytes (page records, format version
 # 4) with whole blocks, writes across blocks and past the end, with and without fsync; on
-# format version 3 too (no records). Odd seeds: a file that ends inside a block and grows;
-# even seeds: 16 whole blocks that stay so, whose last block takes records in the footer
-# pair's padded slot. KILLPOINTS_GROW=1 makes even seeds grow too, which fails today:
-# docs/FORMAT.md 14, known defect 9.
+# format version 3 too (no records). Half the steps change pages only, most in one hot block,
+# and the file stays open across steps, so that its slot fills across fsyncs and is folded
+# early (FORMAT.md 11.7, "Making room"; each version 4 seed must see one). Odd seeds: a file
+# that ends inside a block and grows; even seeds: 16 whole blocks that stay so.
+# KILLPOINTS_GROW=1 makes even seeds grow too, which fails today: docs/FORMAT.md 14, known
+# defect 9.
 #
 # Long form: KILLPOINTS_SEEDS="1 2 3 4 5 6 7 8" KILLPOINTS_STEPS=120.
 . "$(dirname "$0")/lib.sh"
@@ -31,6 +34,10 @@ run_seed() {
         { fail_check "v$ver seed $seed: mount" "$LAST_MOUNT_OUT"; return 1; }
     check "v$ver seed $seed: $STEPS steps through the mount" \
         python3 "$PY" workload "$m" "$log" --seed "$seed" --steps "$STEPS" $GROW
+    local early
+    early=$(stat_of "$(stats "$m")" records_folded_early)
+    [ "$ver" = 4 ] && check_show "v$ver seed $seed: slots that ran low were folded early ($early)" \
+        test "$early" -gt 0
     check "v$ver seed $seed: unmount" umount_at "$m" "$DAEMON_PID"
     check "v$ver seed $seed: the recorder logged the daemon's writes" test -s "$plog"
     check_show "v$ver seed $seed: after each write the file is a step's state" \
