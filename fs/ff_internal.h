@@ -64,6 +64,8 @@ typedef struct {
                                           records take, the next record's prev */
     uint8_t n;
     uint8_t known;                     /* read from the slot since it was last written */
+    uint8_t low;                       /* known: its padding ran low; the next records
+                                          commit folds it if the block is clean then */
 } ff_rec;
 typedef struct ff_brick_s ff_brick;
 
@@ -224,6 +226,7 @@ struct ff_file_s {
                                           ended in a crash changed the file): every slot
                                           is walked and folded */
     int rec_new;                       /* this open made the file version 4 */
+    uint64_t *rec_low, n_rec_low, cap_rec_low;  /* the blocks whose rec[].low is set */
     int rec_off;                       /* the commit is the last before a release: no
                                           records, which the fold would rewrite at once */
     uint64_t tail_block;               /* the block whose committed content is the tail's

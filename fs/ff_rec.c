@@ -21,7 +21,9 @@
 void ff_rec_free(ff_file *f)
 {
     free(f->rec);
-    f->rec = NULL;
+    free(f->rec_low);
+    f->rec = NULL, f->rec_low = NULL;
+    f->n_rec_low = f->cap_rec_low = 0;
 }
 
 static int ff_rec_able(const ff_file *f)
@@ -276,20 +278,34 @@ static int ff_rec_seal(ff_file *f)
 }
 
 /* What a slot keeps free for the next commit's records. A commit that finds one of its
- * blocks without room writes every block as a frame (ff_rec_all_fit: 32 blocks of 1 MiB for
- * fio's fsync every 32 writes), so a slot that ran low is folded right after the commit that
- * filled it. At most half its padding, so that a slot with little room is not folded after
- * every record. */
+ * blocks without room writes every block as a frame (ff_rec_all_fit), so a slot that ran
+ * low is folded by the next records commit that does not change its block. At most half its
+ * padding, so that a slot with little room is not folded after every record. */
 static int ff_rec_low(const ff_file *f, const ff_rec *r)
 {
     uint32_t keep = r->room / 2 < FF_REC_OUT_CAP(f->bs) ? r->room / 2 : FF_REC_OUT_CAP(f->bs);
     return r->used > r->room - keep;
 }
 
+/* Notes that block i's slot ran low (f->rec_low), for the next records commit to fold. */
+static void ff_rec_note_low(ff_file *f, uint64_t i)
+{
+    if (f->rec[i].low)
+        return;
+    if (f->n_rec_low == f->cap_rec_low) {
+        uint64_t cap = f->cap_rec_low ? 2 * f->cap_rec_low : 64;
+        uint64_t *v = realloc(f->rec_low, cap * sizeof(*v));
+        if (!v)
+            return;                    /* not folded early: a later commit may write frames */
+        f->rec_low = v, f->cap_rec_low = cap;
+    }
+    f->rec[i].low = 1;
+    f->rec_low[f->n_rec_low++] = i;
+}
+
 /* Writes the n changed blocks as records, then seals them: 1 done, 0 when one of them does
- * not fit (nothing written: the commit writes frames), or -errno (nothing sealed). The
- * blocks whose slots ran low go to low[0 .. *n_low). */
-static int ff_rec_write(ff_file *f, uint64_t n, uint64_t *low, uint64_t *n_low)
+ * not fit (nothing written: the commit writes frames), or -errno (nothing sealed). */
+static int ff_rec_write(ff_file *f, uint64_t n)
 {
     ff_rec_out *o = calloc(n, sizeof(*o));
     uint8_t *buf = malloc(n * FF_REC_OUT_CAP(f->bs));
@@ -312,7 +328,7 @@ static int ff_rec_write(ff_file *f, uint64_t n, uint64_t *low, uint64_t *n_low)
             r->used += (uint32_t)o[k].n, r->chain = o[k].chain;
             ff_rec_adopt(f, o[k].i);
             if (ff_rec_low(f, r))
-                low[(*n_low)++] = o[k].i;
+                ff_rec_note_low(f, o[k].i);
         }
     }
     pthread_rwlock_unlock(&f->io);
@@ -321,23 +337,28 @@ static int ff_rec_write(ff_file *f, uint64_t n, uint64_t *low, uint64_t *n_low)
     return rc;
 }
 
-/* Folds the n_low blocks whose slots ran low, right after the records commit that filled
- * them: memory holds each as stored, so the fold changes no content, and is an ordinary
- * commit of frames (a kill -9 in it leaves the records or the new frame, the same bytes).
- * A failure leaves them dirty: the next commit writes them as frames. */
-static void ff_rec_make_room(ff_file *f, const uint64_t *low, uint64_t n_low)
+/* Makes the blocks whose slots ran low in earlier records commits, and are clean now, dirty
+ * whole (their content as stored): the commit of frames that follows folds them. Returns how
+ * many; the others (changed again, or rewritten since) stay noted or are dropped. */
+static uint64_t ff_rec_take_low(ff_file *f)
 {
-    int rc = 0;
-    for (uint64_t k = 0; rc == 0 && k < n_low; k++)
-        rc = ff_dirty_whole(f, low[k]);
-    if (rc == 0 && n_low)
-        rc = ff_commit(f, 0, FF_COMMIT_FULL);
-    if (rc == 0)
-        f->env->n.records_folded_early += n_low;
-    else
-        lg_printf(f->env->log, LG_WARN, "%s: cannot fold %llu blocks whose slots ran out of "
-                  "room for page records (%s); the next commit writes them as frames",
-                  ff_name(f), (unsigned long long)n_low, strerror(-rc));
+    uint64_t n = 0, kept = 0;
+    for (uint64_t k = 0; k < f->n_rec_low; k++) {
+        uint64_t i = f->rec_low[k];
+        ff_rec *r = i < f->cap ? &f->rec[i] : NULL;
+        int gone = !r || !r->low || !r->known || r->used == 0 || i + 1 >= f->n_stored ||
+                   i + 1 >= f->n_blocks;
+        if (!gone && f->blk[i].state == FF_CLEAN && ff_dirty_whole(f, i) == 0) {
+            r->low = 0, n++;
+            continue;
+        }
+        if (!gone)
+            f->rec_low[kept++] = i;    /* changed again in this commit: the next one */
+        else if (r)
+            r->low = 0;
+    }
+    f->n_rec_low = kept;
+    return n;
 }
 
 int ff_rec_commit(ff_file *f, int durable)
@@ -346,25 +367,29 @@ int ff_rec_commit(ff_file *f, int durable)
         f->v2.footerless ||
         f->n_stored < 2 || f->rewrite_min > f->n_stored - 2)
         return 0;
-    uint64_t n = ff_rec_all_fit(f), n_low = 0;
-    uint64_t *low = n ? malloc(n * sizeof(*low)) : NULL;
-    int rc = low ? ff_rec_write(f, n, low, &n_low) : n ? -ENOMEM : 0;
-    if (rc <= 0) {
-        free(low);
+    uint64_t n = ff_rec_all_fit(f);
+    int rc = n ? ff_rec_write(f, n) : 0;
+    if (rc <= 0)
         return rc;
-    }
     f->mtime_stale = 1;
     f->rewrite_min = UINT64_MAX;
     f->env->n.commits++;
     f->env->n.record_commits++;
+    /* Slots that ran low in earlier commits are folded by a commit of frames that changes no
+     * content and whose sync is this commit's too: the records are sealed before it starts,
+     * so a kill -9 anywhere in it leaves this commit's state. */
+    uint64_t folds = ff_rec_take_low(f);
+    if (folds) {
+        rc = ff_commit(f, durable, FF_COMMIT_FULL);
+        if (rc == 0)
+            f->env->n.records_folded_early += folds;
+        return rc < 0 ? rc : 1;
+    }
     rc = durable ? ff2_sync_for(f, durable) : 0;
     if (rc == 0 && durable)
         rc = ff2_promise(f);
     if (rc == 0)
         f->deferred_err = 0;
-    if (rc == 0)
-        ff_rec_make_room(f, low, n_low);
-    free(low);
     return rc < 0 ? rc : 1;
 }
 

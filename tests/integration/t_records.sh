@@ -165,21 +165,21 @@ records_round 1M 6 300 6 100 "$WS/m1"
 BACKING="$WS/store"
 BLOCK_SIZE=64K
 
-# a slot that runs low on room is folded right after the commit that filled it (counter
-# records_folded_early), so that every later commit still goes as records: before, the
-# commit that found the slot full wrote every block it changed as a frame
+# a slot that runs low on room is folded by the next records commit that leaves its block
+# alone (counter records_folded_early), so that every later commit still goes as records:
+# before, the commit that found the slot full wrote every block it changed as a frame
 commits() { stat_of "$(stats "$MNT")" record_commits; }
 early() { stat_of "$(stats "$MNT")" records_folded_early; }
 check "mount" mount_store
 before=$(commits) early0=$(early)
-check "80 pages of 4 KiB in block 3, and in block 9, an fsync after each pair" python3 -c '
+check "80 pages of 4 KiB, in block 3 and block 9 by turns, an fsync after each" python3 -c '
 import os, random, sys
 r = random.Random(7)
 fd = os.open(sys.argv[1], os.O_RDWR)
 m = bytearray(open(sys.argv[2], "rb").read())
 words = [b"page ", b"slot ", b"fold ", b"room\n"]
 for k in range(80):
-    for blk in (3, 9):
+    for blk in ((3, 9)[k % 2],):
         off = blk * 65536 + r.randrange(16) * 4096
         page = b"".join(r.choice(words) + b"%d " % r.randrange(10 ** 6) for _ in range(600))[:4096]
         os.pwrite(fd, page, off)
@@ -191,7 +191,7 @@ open(sys.argv[3], "wb").write(bytes(m))
 sys.exit(0 if got == bytes(m) else "the file reads back other bytes than were written")
 ' "$MNT/db" "$WS/model3" "$WS/model4"
 check_eq "every one of the 80 commits went as records" $((before + 80)) "$(commits)"
-check_show "the two slots were folded early, more than once ($(($(early) - early0)))" \
+check_show "the two slots were folded early, several times ($(($(early) - early0)))" \
     test $(($(early) - early0)) -ge 4
 check "it reads back" cmp "$WS/model4" "$MNT/db"
 check "umount" umount_store
