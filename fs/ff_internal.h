@@ -346,6 +346,12 @@ void ff_rec_forget(ff_file *f, uint64_t i);
 void ff_rec_reset(ff_file *f);
 int ff_rec_commit(ff_file *f, int durable);
 int ff_rec_fold(ff_file *f);
+/* Before the file grows past its last stored block: that block's records are folded by the
+ * commit that appends (its slot's padding gives way to the next slot). */
+int ff_rec_leave_last(ff_file *f);
+/* Whether a commit that rewrites whole last block n - 1 in place pads its slot to the next
+ * (FORMAT.md 11.7): the slot then takes page records like any other. */
+int ff_rec_pads_last(const ff_file *f, uint64_t n);
 /* At the open of a file whose marker said records may be there (an earlier session ended
  * without its release): they are folded now, so that the file reads with lz4 -d again as
  * after any recovery; a failure is logged and leaves them to the release. */

@@ -87,11 +87,25 @@ static void ff_rec_add(ff_rec *r, uint32_t lo, uint32_t hi)
     r->n = (uint8_t)n;
 }
 
+/* Whether stored block i's slot has a padding that stays while the size does: every slot
+ * but the last, and the last while the committed footer puts the end of its extent at the
+ * next slot (the footer pair pads it so, and leaving the pair keeps it): records there
+ * survive every footer written at that tail. A write past the end folds them first
+ * (ff_rec_leave_last). */
+static int ff_rec_slot_ok(const ff_file *f, uint64_t i)
+{
+    if (i + 1 < f->n_stored)
+        return i + 1 < f->n_blocks;
+    return i + 1 == f->n_stored && f->n_blocks == f->n_stored && f->version >= FMT_VERSION_2 &&
+           f->size == f->n_stored * (uint64_t)f->bs &&
+           f->v2.tail == fmt2_slot_off(f->bs, f->n_stored);
+}
+
 void ff_rec_range(ff_file *f, uint64_t i, uint64_t lo, uint64_t hi, int first)
 {
     /* without a table every dirty block counts as changed whole: no record; an appending
      * writer's blocks never take one (no padding behind them yet), so it touches none */
-    if (i + 1 >= f->n_stored || !ff_rec_able(f) || ff_rec_table(f) < 0 || hi <= lo)
+    if (!ff_rec_slot_ok(f, i) || !ff_rec_able(f) || ff_rec_table(f) < 0 || hi <= lo)
         return;
     ff_rec *r = &f->rec[i];
     if (first)
@@ -173,8 +187,8 @@ static int ff_rec_fits_block(const ff_file *f, uint64_t i)
 {
     const ff_blk *b = &f->blk[i];
     const ff_rec *r = &f->rec[i];
-    return b->state == FF_DIRTY && i + 1 < f->n_stored && i + 1 < f->n_blocks &&
-           !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD && f->tail_block != i &&
+    return b->state == FF_DIRTY && ff_rec_slot_ok(f, i) &&
+           !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
            b->filled >= f->bs && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
 }
 
@@ -186,6 +200,8 @@ static void ff_rec_adopt(ff_file *f, uint64_t i)
     ff_buf_to_cache(f, b, b->off, f->bs);
     ff_drop_buf(f, b);
     b->state = FF_CLEAN;
+    if (f->tail_block == i)            /* the tail compressor's copy is no longer the block */
+        f->tail_block = UINT64_MAX;
     f->env->n.page_records++;
 }
 
@@ -346,8 +362,7 @@ static uint64_t ff_rec_take_low(ff_file *f)
     for (uint64_t k = 0; k < f->n_rec_low; k++) {
         uint64_t i = f->rec_low[k];
         ff_rec *r = i < f->cap ? &f->rec[i] : NULL;
-        int gone = !r || !r->low || !r->known || r->used == 0 || i + 1 >= f->n_stored ||
-                   i + 1 >= f->n_blocks;
+        int gone = !r || !r->low || !r->known || r->used == 0 || !ff_rec_slot_ok(f, i);
         if (!gone && f->blk[i].state == FF_CLEAN && ff_dirty_whole(f, i) == 0) {
             r->low = 0, n++;
             continue;
@@ -365,7 +380,7 @@ int ff_rec_commit(ff_file *f, int durable)
 {
     if (!f->rec || !ff_rec_able(f) || f->rec_off || f->n_batches || f->v2.j_pending ||
         f->v2.footerless ||
-        f->n_stored < 2 || f->rewrite_min > f->n_stored - 2)
+        f->n_stored < 1 || f->rewrite_min > f->n_stored - 1)
         return 0;
     uint64_t n = ff_rec_all_fit(f);
     int rc = n ? ff_rec_write(f, n) : 0;
@@ -393,12 +408,12 @@ int ff_rec_commit(ff_file *f, int durable)
     return rc < 0 ? rc : 1;
 }
 
-/* Folds the records of slots [0, n_stored - 1) into new frames: each such block is made
- * dirty whole (no record takes it) and committed, 16 MiB of blocks at a time. */
+/* Folds the records of every stored slot into new frames: each such block is made dirty
+ * whole (no record takes it) and committed, 16 MiB of blocks at a time. */
 static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
 {
     int rc = 0;
-    for (uint64_t i = 0; rc == 0 && i + 1 < f->n_stored; i++) {
+    for (uint64_t i = 0; rc == 0 && i < f->n_stored; i++) {
         ff_blk *b = &f->blk[i];
         if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || b->word == FMT2_RUN_WORD ||
             (!f->rec[i].known && !f->rec_old))
@@ -411,6 +426,28 @@ static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
             rc = ff_commit(f, 0, FF_COMMIT_FULL);
     }
     return rc == 0 && f->n_dirty ? ff_commit(f, 0, FF_COMMIT_FULL) : rc;
+}
+
+int ff_rec_pads_last(const ff_file *f, uint64_t n)
+{
+    return ff_rec_able(f) && n == f->n_stored && n == f->n_blocks &&
+           f->size == n * (uint64_t)f->bs;
+}
+
+int ff_rec_leave_last(ff_file *f)
+{
+    if (!f->rec_flag && !f->rec_old)
+        return 0;
+    uint64_t i = f->n_stored - 1;
+    if (f->n_stored == 0 || f->n_blocks != f->n_stored || f->blk[i].state != FF_CLEAN ||
+        (f->blk[i].off & FMT_ENTRY_ZERO) || f->blk[i].word == FMT2_RUN_WORD)
+        return 0;
+    int rc = ff_rec_table(f);
+    if (rc == 0 && !f->rec_old && !f->rec[i].known)
+        return 0;                      /* this open wrote none there */
+    if (rc == 0)
+        rc = ff_rec_known(f, i);
+    return rc < 0 ? rc : f->rec[i].used ? ff_dirty_whole(f, i) : 0;
 }
 
 int ff_rec_fold(ff_file *f)

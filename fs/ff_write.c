@@ -120,6 +120,8 @@ static int ff_grow(ff_file *f, uint64_t size)
     uint64_t old_n = f->n_blocks, new_n = (size + f->bs - 1) / f->bs;
     uint64_t tail = f->size % f->bs;
     int rc = ff_reserve(f, new_n);
+    if (rc == 0 && new_n > old_n && !tail)
+        rc = ff_rec_leave_last(f);
     if (rc == 0 && tail && f->blk[old_n - 1].state != FF_ZERO)
         rc = ff_make_dirty(f, old_n - 1, 1);     /* a stored partial block changes length */
     if (rc < 0)

@@ -141,3 +141,17 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
     free(buf);
     return err;
 }
+
+uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint64_t frame_end)
+{
+    uint8_t m[12], sum[4];
+    fmt2_rec_state st;
+    if (n == 0 || fmt_pread_all(fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8) < 0 ||
+        fmt_get32(m) != FMT_VERSION_4 ||
+        fmt_pread_all(fd, sum, sizeof(sum), frame_end - FMT2_FRAME_TRAIL) < 0 ||
+        fmt2_rec_load(fd, frame_end, NULL, 0, fmt_get32(sum),
+                      fmt2_rec_group_of(fmt_get32(m + 8)), NULL, bs, &st) != FMT_OK ||
+        st.used == 0 || frame_end + 8 + st.room != fmt2_slot_off(bs, n))
+        return frame_end;
+    return fmt2_slot_off(bs, n);
+}
