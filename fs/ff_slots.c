@@ -262,12 +262,29 @@ static int ff2_clear_old(ff_file *f, const ff2_frames *fr)
     return 0;
 }
 
+/* A commit that appends and rewrites blocks in place writes the appended slots before the
+ * journal and footer that are its commit point, and the first of them goes over the old
+ * footer (or leaves it short of the file's end): a kill -9 between the two left a file that
+ * the walk read with the new blocks and without the rewritten ones (FORMAT.md 14, item 9).
+ * A footer of the committed state, written first where the journal will go, is what the
+ * open finds until the journal's footer replaces it. */
+static int ff2_guard(ff_file *f, uint64_t at)
+{
+    fmt2_footer ft = ff2_footer(f, f->v2.size, f->v2.tail, 0, 0, f->v2.disk_fresh);
+    int rc = fmt2_footer_put(f->fd, at, &ft, 0);
+    if (rc == 0 && at + FMT2_FOOTER_LEN > f->v2.eof)
+        f->v2.eof = at + FMT2_FOOTER_LEN;
+    return rc;
+}
+
 /* Blocks at or past the stored ones: nothing lives in their slots but, at the start, the
  * old journal and footer. Holes in a row cost one small write per block (version 2) or per
- * group of blocks (version 3: hole runs). */
-static int ff2_write_appends(ff_file *f, ff2_frames *fr, uint64_t n, uint64_t tail)
+ * group of blocks (version 3: hole runs). With guard, the committed state's footer goes
+ * at tail first (ff2_guard). */
+static int ff2_write_appends(ff_file *f, ff2_frames *fr, uint64_t n, uint64_t tail, int guard)
 {
     int rc = ff2_clear_old(f, fr);
+    rc = rc < 0 || !guard ? rc : ff2_guard(f, tail);
     rc = rc < 0 ? rc : ff2_pad_old_last(f, n);
     for (uint64_t k = 0; rc == 0 && k < fr->n;) {
         uint64_t run = fr->v[k].block >= f->n_stored ? ff2_hole_run(f, fr, k, n) : 0;
@@ -687,7 +704,7 @@ int ff2_commit_write(ff_file *f, ff_commit_plan *p, int durable)
     if (rc == 0 && !pair && f->v2.j_live)  /* the old journal may be overwritten from here */
         rc = ff2_sync(f);
     if (rc == 0 && !pair)
-        rc = ff2_write_appends(f, &fr, t.n, t.tail);
+        rc = ff2_write_appends(f, &fr, t.n, t.tail, in_place && !t.shrink && t.n > f->n_stored);
     if (rc == 0 && pair) {
         rc = ff2_commit_pair(f, &fr, &t);
     } else if (rc == 0 && (in_place || t.shrink)) {
@@ -724,7 +741,7 @@ int ff2_stream_write(ff_file *f, ff_commit_plan *p)
     if (rc == 0)
         rc = ff2_new_tail(f, &fr, t.n, &t.tail);
     if (rc == 0)
-        rc = ff2_write_appends(f, &fr, t.n, t.tail);
+        rc = ff2_write_appends(f, &fr, t.n, t.tail, 0);
     if (rc == 0)
         ff2_stream_adopt(f, &fr, t.n, t.tail, t.tail);
     ff2_frames_free(&fr);

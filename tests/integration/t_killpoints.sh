@@ -10,21 +10,23 @@
 # format version 3 too (no records). Half the steps change pages only, most in one hot block,
 # and the file stays open across steps, so that its slot fills across fsyncs and is folded
 # early (FORMAT.md 11.7, "Making room"; each version 4 seed must see one). Odd seeds: a file
-# that ends inside a block and grows; even seeds: 16 whole blocks that stay so.
-# KILLPOINTS_GROW=1 makes even seeds grow too, which fails today: docs/FORMAT.md 14, known
-# defect 9.
+# that ends inside a block and grows; even seeds: 16 whole blocks that stay so (records in
+# the last slot), and, as grow seeds, 16 whole blocks that grow (the commit that appends and
+# rewrites in place: docs/FORMAT.md 14, item 9, fixed since).
 #
-# Long form: KILLPOINTS_SEEDS="1 2 3 4 5 6 7 8" KILLPOINTS_STEPS=120.
+# Long form: KILLPOINTS_SEEDS="1 2 3 4 5 6 7 8" KILLPOINTS_GROW_SEEDS="2 4 6 8"
+# KILLPOINTS_STEPS=120. KILLPOINTS_KEEP=DIR keeps
+# each wrong state's store there, with the steps' log.
 . "$(dirname "$0")/lib.sh"
 need_binaries "$BUILD_DIR/plcheck" "$BUILD_DIR/plshim.so"
 SEEDS=${KILLPOINTS_SEEDS:-1 2}
-GROW=${KILLPOINTS_GROW:+--grow}
+GROW_SEEDS=${KILLPOINTS_GROW_SEEDS-4}
 STEPS=${KILLPOINTS_STEPS:-40}
 PY="$(dirname "$0")/../killpoints.py"
 recorder_preload t_killpoints
 
 run_seed() {
-    local ver=$1 seed=$2 id="v$1-s$2" m="$WS/mnt"
+    local ver=$1 seed=$2 grow=${3:-} id="v$1-s$2${3:+-grow}" m="$WS/mnt"
     local b="$WS/store-$id" base="$WS/base-$id" plog="$WS/plog-$id" log="$WS/steps-$id"
     mkdir -p "$b"
     format_store "$b" -b 64K >/dev/null || return 1
@@ -32,8 +34,8 @@ run_seed() {
     LD_PRELOAD="$PRELOAD" PLSHIM_LOG="$plog" PLSHIM_ROOT="$b" \
         mount_at "$b" "$m" "engine=sw,file_version=$ver" ||
         { fail_check "v$ver seed $seed: mount" "$LAST_MOUNT_OUT"; return 1; }
-    check "v$ver seed $seed: $STEPS steps through the mount" \
-        python3 "$PY" workload "$m" "$log" --seed "$seed" --steps "$STEPS" $GROW
+    check "v$ver seed $seed${grow:+ (grows)}: $STEPS steps through the mount" \
+        python3 "$PY" workload "$m" "$log" --seed "$seed" --steps "$STEPS" $grow
     local early
     early=$(stat_of "$(stats "$m")" records_folded_early)
     [ "$ver" = 4 ] && check_show "v$ver seed $seed: slots that ran low were folded early ($early)" \
@@ -41,12 +43,17 @@ run_seed() {
     check "v$ver seed $seed: unmount" umount_at "$m" "$DAEMON_PID"
     check "v$ver seed $seed: the recorder logged the daemon's writes" test -s "$plog"
     check_show "v$ver seed $seed: after each write the file is a step's state" \
-        python3 "$PY" check "$base" "$plog" "$log" "$BUILD_DIR/plcheck" "$WS/work-$id"
+        python3 "$PY" check "$base" "$plog" "$log" "$BUILD_DIR/plcheck" "$WS/work-$id" \
+        ${KILLPOINTS_KEEP:+--keep "$KILLPOINTS_KEEP/$id"}
+    [ -n "${KILLPOINTS_KEEP:-}" ] && mkdir -p "$KILLPOINTS_KEEP/$id" && cp "$log" "$KILLPOINTS_KEEP/$id/steps"
     rm -rf "$WS/work-$id" "$plog" "$b" "$base"
 }
 
 for seed in $SEEDS; do
     run_seed 4 "$seed"
+done
+for seed in $GROW_SEEDS; do
+    run_seed 4 "$seed" --grow
 done
 run_seed 3 "${SEEDS%% *}"
 finish
