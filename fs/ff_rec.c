@@ -87,25 +87,33 @@ static void ff_rec_add(ff_rec *r, uint32_t lo, uint32_t hi)
     r->n = (uint8_t)n;
 }
 
+/* Whether stored block i stays where it is while the size does: every block before the
+ * last, and the last while no block follows it. */
+static int ff_rec_stays(const ff_file *f, uint64_t i)
+{
+    return i + 1 < f->n_stored ? i + 1 < f->n_blocks
+                               : i + 1 == f->n_stored && f->n_blocks == f->n_stored;
+}
+
 /* Whether stored block i's slot has a padding that stays while the size does: every slot
  * but the last, and the last while the committed footer puts the end of its extent at the
- * next slot (the footer pair pads it so, and leaving the pair keeps it): records there
- * survive every footer written at that tail. A write past the end folds them first
- * (ff_rec_leave_last). */
+ * next slot (the footer pair pads it so, and so does a commit that rewrites it in place
+ * after a change records could have taken: ff_rec_pads_last): records there survive every
+ * footer written at that tail. A write past the end folds them first (ff_rec_leave_last, or
+ * the partial last block made dirty whole as it grows). */
 static int ff_rec_slot_ok(const ff_file *f, uint64_t i)
 {
-    if (i + 1 < f->n_stored)
-        return i + 1 < f->n_blocks;
-    return i + 1 == f->n_stored && f->n_blocks == f->n_stored && f->version >= FMT_VERSION_2 &&
-           f->size == f->n_stored * (uint64_t)f->bs &&
-           f->v2.tail == fmt2_slot_off(f->bs, f->n_stored);
+    return ff_rec_stays(f, i) &&
+           (i + 1 < f->n_stored || (f->version >= FMT_VERSION_2 &&
+                                    f->v2.tail == fmt2_slot_off(f->bs, f->n_stored)));
 }
 
 void ff_rec_range(ff_file *f, uint64_t i, uint64_t lo, uint64_t hi, int first)
 {
     /* without a table every dirty block counts as changed whole: no record; an appending
      * writer's blocks never take one (no padding behind them yet), so it touches none */
-    if (!ff_rec_slot_ok(f, i) || !ff_rec_able(f) || ff_rec_table(f) < 0 || hi <= lo)
+    if (!ff_rec_stays(f, i) || !ff_rec_able(f) || hi <= lo || (!first && !f->rec) ||
+        ff_rec_table(f) < 0)
         return;
     ff_rec *r = &f->rec[i];
     if (first)
@@ -163,9 +171,9 @@ static int ff_rec_known(ff_file *f, uint64_t i)
     if (got < 4)
         return -EIO;
     uint32_t bsum = fmt_get32(h);
-    fmt2_rec_state st;
-    if (fmt2_rec_load(f->fd, end, h + 4, (size_t)got - 4, bsum, f->rec_group, NULL, f->bs,
-                      &st) != FMT_OK)
+    fmt2_rec_state st;           /* the last block's length bounds its room, as for readers */
+    if (fmt2_rec_load(f->fd, end, h + 4, (size_t)got - 4, bsum, f->rec_group, NULL,
+                      (uint32_t)ff_blen(f, i), &st) != FMT_OK)
         return -EIO;
     if (f->rec_new)                    /* records of an undone upgrade: not this file's */
         st.used = 0, st.chain = bsum;
@@ -189,7 +197,7 @@ static int ff_rec_fits_block(const ff_file *f, uint64_t i)
     const ff_rec *r = &f->rec[i];
     return b->state == FF_DIRTY && ff_rec_slot_ok(f, i) &&
            !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
-           b->filled >= f->bs && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
+           b->filled >= ff_blen(f, i) && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
 }
 
 /* Block i's record written: memory says the block is as stored, its bytes in the cache. */
@@ -430,8 +438,8 @@ static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
 
 int ff_rec_pads_last(const ff_file *f, uint64_t n)
 {
-    return ff_rec_able(f) && n == f->n_stored && n == f->n_blocks &&
-           f->size == n * (uint64_t)f->bs;
+    return ff_rec_able(f) && n && n == f->n_stored && n == f->n_blocks && f->rec &&
+           f->blk[n - 1].state == FF_DIRTY && f->rec[n - 1].n;
 }
 
 int ff_rec_leave_last(ff_file *f)

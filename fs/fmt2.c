@@ -738,8 +738,10 @@ static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery
         if (punched > 0 && (err = fmt2_scan(fd, r->file_len, bs, 1, &sr)) != FMT_OK)
             return err;
     }
-    if (sr.n_blocks && sr.size == sr.n_blocks * (uint64_t)bs)   /* records stay counted */
-        sr.valid_end = fmt2_rec_tail(fd, bs, sr.n_blocks, sr.valid_end);
+    if (sr.n_blocks)                   /* records in the last slot stay counted */
+        sr.valid_end = fmt2_rec_tail(fd, bs, sr.n_blocks,
+                                     (uint32_t)(sr.size - (sr.n_blocks - 1) * (uint64_t)bs),
+                                     sr.valid_end);
     r->torn = 1, r->bad_blocks = sr.bad_blocks;
     r->cut = r->file_len > sr.valid_end ? r->file_len - sr.valid_end : 0;
     uint8_t h[4];                      /* a damaged footer right after the slots is replaced,

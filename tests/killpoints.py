@@ -69,8 +69,8 @@ def workload(a):
         if fd < 0:
             fd = os.open(path, os.O_RDWR)
         # half the steps change pages only (records), most of them in a hot block whose
-        # slot fills, or in a last block of whole blocks (its slot padded by the commit that
-        # rewrote it); the others mix them with whole blocks, across blocks, past the end
+        # slot fills, or in the last block (its slot padded by the commit that rewrote it);
+        # the others mix them with whole blocks, across blocks, past the end
         pages = rnd.random() < 0.5
         for _ in range(rnd.randint(1, 4)):
             n = rnd.choice([10, 4096, 4096, 8192] if pages else
@@ -79,8 +79,9 @@ def workload(a):
             hot = rnd.random()
             if pages and hot < 0.5:
                 off = HOT * BS + rnd.randrange(BS - n)
-            elif pages and hot < 0.7 and len(data) % BS == 0:   # the last block's slot
-                off = len(data) - BS + rnd.randrange(BS - n)
+            elif pages and hot < 0.7 and len(data) - (len(data) - 1) // BS * BS > n:
+                last = (len(data) - 1) // BS * BS               # the last block's slot
+                off = last + rnd.randrange(len(data) - last - n)
             if not grow:
                 off = min(off, len(data) - 1)
                 n = min(n, len(data) - off)
