@@ -349,8 +349,8 @@ int ff_rec_fold(ff_file *f);
 /* Before the file grows past its last stored block: that block's records are folded by the
  * commit that appends (its slot's padding gives way to the next slot). */
 int ff_rec_leave_last(ff_file *f);
-/* Whether a commit that rewrites whole last block n - 1 in place pads its slot to the next
- * (FORMAT.md 11.7): the slot then takes page records like any other. */
+/* Whether a commit that rewrites last block n - 1 in place after a change records could have
+ * taken pads its slot to the next (FORMAT.md 11.7): the slot then takes records too. */
 int ff_rec_pads_last(const ff_file *f, uint64_t n);
 /* At the open of a file whose marker said records may be there (an earlier session ended
  * without its release): they are folded now, so that the file reads with lz4 -d again as

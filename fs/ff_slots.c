@@ -223,7 +223,8 @@ static int ff2_new_tail(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t *
     uint64_t end = fmt2_slot_off(f->bs, n - 1) + flen;
     if (rc == 0 && n == f->n_stored && end < f->v2.tail)
         end = f->v2.tail - end >= 8 ? f->v2.tail : end + 8;
-    /* a whole last block rewritten in place gets its slot's padding, for page records */
+    /* a last block rewritten in place after a small change gets its slot's padding, for
+     * the page records of the commits after */
     if (rc == 0 && last && ff_rec_pads_last(f, n) && end + 8 <= fmt2_slot_off(f->bs, n))
         end = fmt2_slot_off(f->bs, n);
     *tail = end;

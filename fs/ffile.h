@@ -179,8 +179,8 @@ typedef struct {
     uint64_t page_records;             /* changes committed as records behind a frame */
     uint64_t record_commits;           /* commits whose every change went as records */
     uint64_t records_folded;           /* blocks whose records a release made a new frame */
-    uint64_t records_folded_early;     /* blocks folded after the commit that left their
-                                          slots low on room for records */
+    uint64_t records_folded_early;     /* blocks whose slots a records commit left low on
+                                          room, folded by a later one */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

@@ -339,14 +339,14 @@ fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint3
  * padding), read from fd and applied onto dst as fmt2_rec_apply does. probe holds the
  * probe_len (at most FMT2_REC_PROBE) bytes read from end - FMT_FRAME_END_LEN, NULL to read
  * them here; fewer than all at the end of the file. */
+fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
+                        uint32_t bsum, uint32_t group, uint8_t *dst, uint32_t blen,
+                        fmt2_rec_state *st);
 /* Where the walk's footer goes behind last block n - 1 (len bytes), whose frame ends at
  * frame_end: after its slot's padding when that reaches the next slot and records there
  * count (the writer keeps them while the footer's tail is the next slot), else at
  * frame_end. */
 uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint32_t len, uint64_t frame_end);
-fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
-                        uint32_t bsum, uint32_t group, uint8_t *dst, uint32_t blen,
-                        fmt2_rec_state *st);
 
 /* Zeroes [off, off+len) of the backing file, deallocating what it can. */
 int fmt2_zero(int fd, uint64_t off, uint64_t len);
