@@ -1749,6 +1749,44 @@ static void test_rec_slot(void **state)
     unlink(path);
 }
 
+/* A walk that repairs a file ending with a last slot padded to the next slot: records there
+ * of a group the marker names keep the footer behind the padding (tail = slot_off(n));
+ * records of a later group, which count for nobody, do not (FORMAT.md 10.1, 11.7). */
+static void test_rec_walk_keeps_last(void **state)
+{
+    (void)state;
+    uint8_t *raw = make_data(BS, 0, 9), *comp = malloc(LZ4_compressBound(BS));
+    int cl = LZ4_compress_default((const char *)raw, (char *)comp, BS, LZ4_compressBound(BS));
+    uint8_t *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
+    size_t flen = fmt2_frame_encode(fr, BS, raw, BS, comp, (uint32_t)cl);
+    uint32_t bsum = fmt_get32(fr + flen - FMT2_FRAME_TRAIL), sum;
+    for (uint32_t group = 1; group <= 2; group++) {
+        char path[64];
+        int fd = tmp_file(path, sizeof(path));
+        uint8_t m[FMT_MARKER_LEN], uuid[16] = {1, 2, 3};
+        fmt2_marker_encode(FMT_VERSION_4, BS, fmt2_rec_flags(1, 1), uuid, m);
+        assert_int_equal(fmt_pwrite_all(fd, m, sizeof(m), 0), 0);
+        for (uint32_t i = 0; i < 2; i++)      /* the last padded to where a third would go */
+            assert_int_equal(fmt2_write_slot(fd, BS, i, fr, (uint32_t)flen, BS, 0,
+                                             fmt2_slot_off(BS, i + 1), NULL), 0);
+        uint64_t end = fmt2_slot_off(BS, 1) + flen;
+        uint8_t rec[128];
+        size_t n = fmt2_rec_encode(rec, bsum, group, 7, (const uint8_t *)"changed", 7, &sum);
+        assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8), 0);
+        fmt2_recovery r;
+        assert_int_equal(fmt2_recover(fd, file_len(fd), BS, 1, 0, &r), FMT_OK);
+        assert_int_equal(r.ft.n_blocks, 2);
+        assert_int_equal(r.ft.tail, group == 1 ? fmt2_slot_off(BS, 2) : end);
+        fmt2_recovery_free(&r);
+        fmt2_rec_state st;
+        assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
+        assert_int_equal(st.count, group == 1 ? 1 : 0);
+        close(fd);
+        unlink(path);
+    }
+    free(raw), free(comp), free(fr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1785,6 +1823,7 @@ int main(void)
         cmocka_unit_test(test_lost_marker),
         cmocka_unit_test(test_rec_chain),
         cmocka_unit_test(test_rec_slot),
+        cmocka_unit_test(test_rec_walk_keeps_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
