@@ -13,7 +13,9 @@ need_binaries
 counter() { stats "$MNT" | awk -F= -v k="$1" '$1 == k { print $2 + 0 }'; }
 
 # deleted_fds: descriptors the daemon holds on deleted backing files.
-deleted_fds() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -c '(deleted)'; }
+# the daemon's descriptors of deleted backing files (not what it inherited: a ctest run next
+# to another in the same build directory hands it a log file the other one replaces)
+deleted_fds() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -F "$BACKING/" | grep -c '(deleted)'; }
 
 # hold PATH: a process keeps an O_PATH descriptor on PATH (HOLD_PID), so that the kernel
 # keeps the inode and sends no forget for it: a descriptor the daemon lets go of meanwhile
@@ -37,7 +39,7 @@ no_deleted_fds() {
         [ "$(deleted_fds)" = 0 ] && return 0
         sleep 0.05
     done
-    ls -l "/proc/$DAEMON_PID/fd" | grep '(deleted)'
+    ls -l "/proc/$DAEMON_PID/fd" | grep -F "$BACKING/" | grep '(deleted)'
     return 1
 }
 
