@@ -416,21 +416,32 @@ int ff_rec_commit(ff_file *f, int durable)
     return rc < 0 ? rc : 1;
 }
 
+/* Makes stored block i dirty whole when its slot holds records (looked at only when this
+ * open wrote some there, or an earlier session may have): 1, 0 when there is nothing to
+ * fold, or -errno. */
+static int ff_rec_fold_block(ff_file *f, uint64_t i)
+{
+    const ff_blk *b = &f->blk[i];
+    if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || b->word == FMT2_RUN_WORD ||
+        (!f->rec[i].known && !f->rec_old))
+        return 0;
+    int rc = ff_rec_known(f, i);
+    if (rc < 0 || f->rec[i].used == 0)
+        return rc;
+    rc = ff_dirty_whole(f, i);
+    return rc < 0 ? rc : 1;
+}
+
 /* Folds the records of every stored slot into new frames: each such block is made dirty
  * whole (no record takes it) and committed, 16 MiB of blocks at a time. */
 static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
 {
     int rc = 0;
     for (uint64_t i = 0; rc == 0 && i < f->n_stored; i++) {
-        ff_blk *b = &f->blk[i];
-        if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || b->word == FMT2_RUN_WORD ||
-            (!f->rec[i].known && !f->rec_old))
-            continue;
-        if ((rc = ff_rec_known(f, i)) < 0 || f->rec[i].used == 0)
-            continue;
-        if ((rc = ff_dirty_whole(f, i)) == 0)
-            ++*folded;
-        if (rc == 0 && (uint64_t)f->n_dirty * f->bs >= FF_REC_FOLD_BYTES)
+        int dirtied = ff_rec_fold_block(f, i);
+        rc = dirtied < 0 ? dirtied : 0;
+        *folded += dirtied > 0;
+        if (dirtied > 0 && (uint64_t)f->n_dirty * f->bs >= FF_REC_FOLD_BYTES)
             rc = ff_commit(f, 0, FF_COMMIT_FULL);
     }
     return rc == 0 && f->n_dirty ? ff_commit(f, 0, FF_COMMIT_FULL) : rc;
@@ -444,18 +455,11 @@ int ff_rec_pads_last(const ff_file *f, uint64_t n)
 
 int ff_rec_leave_last(ff_file *f)
 {
-    if (!f->rec_flag && !f->rec_old)
-        return 0;
-    uint64_t i = f->n_stored - 1;
-    if (f->n_stored == 0 || f->n_blocks != f->n_stored || f->blk[i].state != FF_CLEAN ||
-        (f->blk[i].off & FMT_ENTRY_ZERO) || f->blk[i].word == FMT2_RUN_WORD)
+    if ((!f->rec_flag && !f->rec_old) || f->n_stored == 0 || f->n_blocks != f->n_stored)
         return 0;
     int rc = ff_rec_table(f);
-    if (rc == 0 && !f->rec_old && !f->rec[i].known)
-        return 0;                      /* this open wrote none there */
-    if (rc == 0)
-        rc = ff_rec_known(f, i);
-    return rc < 0 ? rc : f->rec[i].used ? ff_dirty_whole(f, i) : 0;
+    rc = rc < 0 ? rc : ff_rec_fold_block(f, f->n_stored - 1);
+    return rc < 0 ? rc : 0;
 }
 
 int ff_rec_fold(ff_file *f)

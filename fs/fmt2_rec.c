@@ -144,15 +144,17 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
 
 uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint32_t len, uint64_t frame_end)
 {
-    uint8_t m[12], sum[4], pad[8];
+    /* the marker's version and flags; the frame's block checksum and the probe behind it in
+     * one read, as the writer reads them */
+    uint8_t m[12], h[4 + FMT2_REC_PROBE];
+    const uint8_t *pad = h + 4 + FMT_FRAME_END_LEN;
     fmt2_rec_state st;
     if (n == 0 || fmt_pread_all(fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8) < 0 ||
         fmt_get32(m) != FMT_VERSION_4 ||
-        fmt_pread_all(fd, sum, sizeof(sum), frame_end - FMT2_FRAME_TRAIL) < 0 ||
-        fmt_pread_all(fd, pad, sizeof(pad), frame_end) < 0 ||
-        fmt_get32(pad) != FMT_SKIP_PAD || frame_end + 8 + fmt_get32(pad + 4) !=
-                                               fmt2_slot_off(bs, n) ||
-        fmt2_rec_load(fd, frame_end, NULL, 0, fmt_get32(sum),
+        fmt_pread_all(fd, h, sizeof(h), frame_end - FMT2_FRAME_TRAIL) < 0 ||
+        fmt_get32(pad) != FMT_SKIP_PAD ||
+        frame_end + 8 + fmt_get32(pad + 4) != fmt2_slot_off(bs, n) ||
+        fmt2_rec_load(fd, frame_end, h + 4, FMT2_REC_PROBE, fmt_get32(h),
                       fmt2_rec_group_of(fmt_get32(m + 8)), NULL, len, &st) != FMT_OK ||
         st.used == 0)
         return frame_end;
