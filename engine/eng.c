@@ -60,7 +60,7 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t bricks_card, bricks_sw, blocks_card, blocks_sw, fallback_busy,
         fallback_error, fallback_small, bytes_in, bytes_out, sets_written_off, sets_recovered,
-        verify_failed, blocks_direct;
+        verify_failed, blocks_direct, blocks_checked_on_card;
 } eng_counters;
 
 /* Host memory given back while a written-off run may still read it (a hung GPU's copy from
@@ -202,6 +202,7 @@ static void eng_finish(eng_ctx *eng, const eng_brick *b)
     if (b->from_card) {                /* a share of a card run, counted when it was reaped */
         eng->n.blocks_card += b->n;    /* verify_failed of them then done again in software */
         eng->n.verify_failed += b->redone;
+        eng->n.blocks_checked_on_card += b->tasks[0].card_checked ? b->n : 0;
     } else {
         eng->n.bricks_sw++;
         eng->n.blocks_sw += b->n;
@@ -344,6 +345,9 @@ static int eng_check_and_copy(eng_ctx *eng, eng_bufset *bs, eng_brick *b)
     for (uint32_t j = 0; j < b->n; j++) {
         eng_job *job = b->tasks[j].job;
         uint32_t s = bs->sizes[j];
+        b->tasks[j].card_checked = bs->checks != NULL;
+        if (bs->checks)
+            b->tasks[j].card = bs->checks[j];
         job->out_len = s >= job->len ? job->len : s;
         if (s < job->len) {
             c[n++] = (eng_copy){job->dst, bs->out + (size_t)j * eng->stride, s};
@@ -644,7 +648,7 @@ static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_tick
         eng_brick b = {.n = 0};
         for (size_t i = 0; i < n_jobs; i++) {
             eng_sw_compress_job(&jobs[i]);
-            b.tasks[b.n++] = (eng_task){&jobs[i], call};
+            b.tasks[b.n++] = (eng_task){.job = &jobs[i], .call = call};
         }
         eng_finish(eng, &b);
         return;
@@ -652,7 +656,7 @@ static void eng_compress_sw(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_tick
     for (size_t first = 0; first < n_jobs; first += eng->capacity) {
         eng_brick b = {.n = 0};
         for (size_t i = first; i < n_jobs && b.n < eng->capacity; i++)
-            b.tasks[b.n++] = (eng_task){&jobs[i], call};
+            b.tasks[b.n++] = (eng_task){.job = &jobs[i], .call = call};
         eng_sw_add(eng->sw, &b);
     }
 }
@@ -665,7 +669,7 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
         eng_job *j = &jobs[i];
         if (j->len >= ENG_SMALL_JOB && j->len <= eng->stride)
             continue;
-        eng_brick b = {.tasks = {{j, call}}, .n = 1};
+        eng_brick b = {.tasks = {{.job = j, .call = call}}, .n = 1};
         eng_sw_compress_job(j);
         eng->n.fallback_small++;
         eng_finish(eng, &b);
@@ -676,7 +680,8 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
             continue;
         while (eng->q_count == ENG_QUEUE_JOBS)
             pthread_cond_wait(&eng->room, &eng->lock);
-        eng->queue[(eng->q_head + eng->q_count++) % ENG_QUEUE_JOBS] = (eng_task){&jobs[i], call};
+        eng->queue[(eng->q_head + eng->q_count++) % ENG_QUEUE_JOBS] =
+            (eng_task){.job = &jobs[i], .call = call};
         eng->q_bytes += jobs[i].len;
         pthread_cond_signal(&eng->wake);
     }
@@ -731,6 +736,7 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->fallback_small = eng->n.fallback_small;
     o->bytes_in = eng->n.bytes_in, o->bytes_out = eng->n.bytes_out;
     o->verify_failed = eng->n.verify_failed;
+    o->blocks_checked_on_card = eng->n.blocks_checked_on_card;
     o->blocks_direct = eng->n.blocks_direct;
     pthread_mutex_lock(&eng->lock);   /* sets and parked memory change together */
     o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;

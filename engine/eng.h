@@ -44,6 +44,9 @@ typedef struct {
     uint64_t emu_seed;                 /* fault injection is repeatable for one seed */
     uint64_t emu_vanish_after;         /* emulated card: every run after this many errors
                                           (a card pulled out); 0 means never */
+    int emu_card_check;                /* emulated card: a model of a card that checks its own
+                                          output (as the CUDA backend's GPU does), so that the
+                                          pool compares sums instead of decoding */
     int card_only;                     /* bricks wait for the card instead of falling back
                                           when it is busy (to measure the card alone) */
     const char *xclbin;                /* XRT: the xclbin to load (absolute path) */
@@ -90,6 +93,8 @@ typedef struct {
                                           to their input: compressed again in software */
     uint64_t blocks_direct;            /* block jobs a card read where they lay (src_host), not
                                           copied into its buffers first */
+    uint64_t blocks_checked_on_card;   /* block jobs of a card that checked its own output
+                                          (the pool compared sums instead of decoding) */
     uint64_t host_parked;              /* now: buffers of eng_host_free held back while a
                                           written-off run may still read them */
 } eng_stats;

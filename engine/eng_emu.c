@@ -10,6 +10,12 @@
  * (emu_hang_rate) or complete with a wrong byte (emu_corrupt_rate) at random, from a seeded
  * generator, so faults are repeatable.
  *
+ * With emu_card_check the modelled card also checks its own output, as the CUDA backend's
+ * GPU does: after the kernel it decodes each compressed block against its input and hashes
+ * both (eng_card_check). A corrupt run then spoils a byte before that check (every other
+ * run: the card's verdict must say so) or after it (the rest: a fault on the way back, which
+ * only the host's comparison of sums can see).
+ *
  * The modelled card also reads host memory where it lies (start_from; memory from
  * host_alloc, here ordinary memory): its DMA gathers those blocks into the set when the run
  * is started, as a card with access to host memory would, so that the engine's zero-copy
@@ -21,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <lz4.h>
+#include <xxhash.h>
 
 #include "eng_internal.h"
 #include "krn_lz4.h"
@@ -59,6 +68,7 @@ struct eng_dev_s {
     unsigned n_cus, n_sets;
     uint32_t stride;
     double card_bps, pcie_bps, error_rate, hang_rate, corrupt_rate;
+    int card_check;                    /* emu_card_check: the model checks its own output */
     uint64_t vanish_after;             /* runs before the card is gone (0: never) */
     uint64_t runs;                     /* runs begun, under rng_lock */
     pthread_mutex_t rng_lock;
@@ -151,6 +161,25 @@ static void emu_corrupt(emu_set *s, uint32_t stride, uint64_t gen)
     }
 }
 
+/* The card's own check of a run (emu_card_check): what eng_card_check says of each block. */
+static void emu_check_own(emu_set *s, uint32_t stride)
+{
+    uint8_t *dec = malloc(stride);
+    for (uint32_t j = 0; j < s->n_blocks; j++) {
+        const uint8_t *in = s->bs.in + (size_t)j * stride, *out = s->bs.out + (size_t)j * stride;
+        uint32_t len = s->bs.in_sizes[j], size = s->bs.sizes[j];
+        eng_card_check *c = &s->bs.checks[j];
+        *c = (eng_card_check){0};
+        if (size == 0 || size >= len || len > stride)
+            continue;
+        c->decodes = dec && LZ4_decompress_safe((const char *)out, (char *)dec, (int)size,
+                                                (int)len) == (int)len &&
+                     memcmp(dec, in, len) == 0;
+        c->src_sum = XXH32(in, len, 0), c->out_sum = XXH32(out, size, 0);
+    }
+    free(dec);
+}
+
 /* One run: the kernel over the set, then whatever time the modelled card still needs. */
 static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
 {
@@ -164,7 +193,12 @@ static void emu_run(emu_cu *cu, emu_set *s, uint64_t gen)
         for (uint32_t j = 0; j < s->n_blocks; j++)
             out += s->bs.sizes[j];
     }
-    if (fault == EMU_CORRUPT)
+    int spoil_after = d->card_check && gen % 2;
+    if (fault == EMU_CORRUPT && !spoil_after)
+        emu_corrupt(s, d->stride, gen);
+    if (d->card_check && fault != EMU_HANG && fault != EMU_ERROR_STATE)
+        emu_check_own(s, d->stride);
+    if (fault == EMU_CORRUPT && spoil_after)
         emu_corrupt(s, d->stride, gen);
     if (fault == EMU_BAD_SIZES)        /* what a broken card might leave: caught by the host */
         s->bs.sizes[s->n_blocks - 1] = (uint32_t[]){0, d->stride + 1,
@@ -206,7 +240,8 @@ static int emu_alloc_sets(struct eng_dev_s *d, emu_cu *cu)
         b->out = malloc(bytes);
         b->sizes = calloc(KRN_PARALLEL_BLOCKS, sizeof(uint32_t));
         b->in_sizes = calloc(KRN_PARALLEL_BLOCKS, sizeof(uint32_t));
-        if (!b->in || !b->out || !b->sizes || !b->in_sizes)
+        b->checks = d->card_check ? calloc(KRN_PARALLEL_BLOCKS, sizeof(*b->checks)) : NULL;
+        if (!b->in || !b->out || !b->sizes || !b->in_sizes || (d->card_check && !b->checks))
             return -1;
     }
     return 0;
@@ -223,6 +258,7 @@ static eng_dev *emu_open(const eng_config *cfg, uint32_t stride, char *err, size
     d->card_bps = cfg->emu_card_mbps * 1e6, d->pcie_bps = cfg->emu_pcie_mbps * 1e6;
     d->error_rate = cfg->emu_error_rate, d->hang_rate = cfg->emu_hang_rate;
     d->corrupt_rate = cfg->emu_corrupt_rate;
+    d->card_check = cfg->emu_card_check;
     d->vanish_after = cfg->emu_vanish_after;
     d->rng = cfg->emu_seed ? cfg->emu_seed : 0x9E3779B97F4A7C15ull;
     pthread_mutex_init(&d->rng_lock, NULL);
@@ -331,6 +367,7 @@ static void emu_close(eng_dev *d)
         for (unsigned s = 0; s < EMU_MAX_SETS; s++) {
             free(cu->sets[s].bs.in), free(cu->sets[s].bs.out);
             free(cu->sets[s].bs.sizes), free(cu->sets[s].bs.in_sizes);
+            free(cu->sets[s].bs.checks);
         }
         pthread_cond_destroy(&cu->cv);
         pthread_mutex_destroy(&cu->lock);

@@ -12,9 +12,20 @@
                                           GPU wants tens of MiB: 512 blocks of 64 KiB) */
 #define ENG_SW_BRICK 8u                /* a software brick: one pool thread's share */
 
+/* What a card that checks its own output says of one block of a run (eng_bufset.checks). */
+typedef struct {
+    uint32_t decodes;                  /* 1: the card walked the compressed block against its
+                                          input and found that it decodes to exactly it */
+    uint32_t src_sum;                  /* XXH32 of the input as the card read it */
+    uint32_t out_sum;                  /* XXH32 of the compressed block as the card wrote it */
+    uint32_t pad;
+} eng_card_check;
+
 typedef struct {
     eng_job *job;                      /* the caller's job */
     eng_ticket *call;                  /* whom to tell when it is done */
+    int card_checked;                  /* a card's block with the card's own check in card */
+    eng_card_check card;
 } eng_task;
 
 /* Up to a brick's capacity of tasks, from one caller or several. */
@@ -100,10 +111,13 @@ uint64_t eng_sw_ps_per_byte(const eng_sw_pool *p);
 void eng_sw_close(eng_sw_pool *p);
 /* Compresses one job with liblz4 (also used inline for jobs too small for anything else). */
 void eng_sw_compress_job(eng_job *job);
-/* Checks a card's output of job against its input (decoded into *scratch, grown to the
- * job's length); a wrong one, or one that could not be checked, is compressed again.
- * Returns 1 when the card's output was wrong. */
-int eng_sw_verify_job(eng_job *job, uint8_t **scratch, uint32_t *scratch_cap);
+/* Checks a card's output of a task's job against its input: when the card checked it
+ * itself (t->card_checked), by the card's verdict and by hashing the input and the output
+ * here and comparing with the card's sums (which tells the bytes the host holds are the ones
+ * the card checked); else by decoding it into *scratch (grown to the job's length). A wrong
+ * one, or one that could not be checked, is compressed again. Returns 1 when the card's
+ * output was wrong. */
+int eng_sw_verify_task(eng_task *t, uint8_t **scratch, uint32_t *scratch_cap);
 
 /* ---- the device interface ---- */
 
@@ -114,12 +128,15 @@ typedef enum {
     ENG_RUN_ERROR,                     /* the card reported an error */
 } eng_run_state;
 
-/* One buffer set of one compute unit, as the host sees it: the kernel's six arguments. */
+/* One buffer set of one compute unit, as the host sees it: the kernel's six arguments, and
+ * for a card that checks its own output, what it found. */
 typedef struct {
     uint8_t *in;                       /* capacity * stride bytes: block j at j * stride */
     uint8_t *out;                      /* capacity * stride bytes, same layout */
     uint32_t *sizes;                   /* compressed_size[capacity] */
     uint32_t *in_sizes;                /* in_block_size[capacity] */
+    eng_card_check *checks;            /* capacity entries, or NULL: the card checks nothing
+                                          and the pool decodes every compressed block */
 } eng_bufset;
 
 typedef struct eng_dev_s eng_dev;
@@ -165,7 +182,7 @@ extern const eng_dev_ops eng_emu_ops;
 /* A plugin fpgalz4fs-NAME.so exports one symbol, ENG_PLUGIN_SYMBOL, of this type. It is
  * self-contained: it uses the types of this header and nothing else of the engine, so that
  * it can be loaded by any program linked with the engine. The engine checks abi first. */
-#define ENG_PLUGIN_ABI 2u
+#define ENG_PLUGIN_ABI 3u
 #define ENG_PLUGIN_SYMBOL "fpgalz4fs_plugin"
 
 typedef struct {

@@ -212,7 +212,8 @@ static int dm_open_engine(struct fs_daemon *dm)
                      .emu_pcie_mbps = (double)c->emu_pcie_mbps,
                      .emu_error_rate = c->emu_error_rate, .emu_hang_rate = c->emu_hang_rate,
                      .emu_corrupt_rate = c->emu_corrupt_rate,
-                     .emu_vanish_after = c->emu_vanish_after, .xclbin = c->xclbin,
+                     .emu_vanish_after = c->emu_vanish_after,
+                     .emu_card_check = (int)c->emu_card_check, .xclbin = c->xclbin,
                      .device = (unsigned)c->device,
                      .xrt_kernel_model = (int)c->xrt_kernel_model};
     if (c->xrt_kernel_model && c->backend != ENG_BACKEND_XRT)

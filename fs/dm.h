@@ -30,6 +30,7 @@ struct dm_opts {
     char *emu_hang_rate;               /* emulated card: fraction that never complete */
     char *emu_corrupt_rate;            /* emulated card: fraction with a wrong byte */
     char *emu_vanish_after;            /* emulated card: runs before it is pulled out */
+    char *emu_card_check;              /* emulated card: model a card that checks its output */
     char *mem_mb;                      /* decoded-block cache plus bricks in flight */
     char *file_version;                /* format version of new files */
     char *log;                         /* log file */
@@ -61,6 +62,7 @@ struct dm_config {
     double emu_hang_rate;
     double emu_corrupt_rate;
     unsigned long long emu_vanish_after;
+    unsigned long long emu_card_check;
     unsigned long long mem_mb;
     unsigned long long file_version;
     char *xclbin;                      /* absolute, or NULL */

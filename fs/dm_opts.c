@@ -37,6 +37,7 @@ static const struct fuse_opt dm_specs[] = {
     DM_OPT("emu_hang_rate=%s", emu_hang_rate),
     DM_OPT("emu_corrupt_rate=%s", emu_corrupt_rate),
     DM_OPT("emu_vanish_after=%s", emu_vanish_after),
+    DM_OPT("emu_card_check=%s", emu_card_check),
     DM_OPT("mem_mb=%s", mem_mb),
     DM_OPT("file_version=%s", file_version),
     DM_OPT("log=%s", log),
@@ -105,6 +106,7 @@ void dm_usage(FILE *out)
             "  emu_hang_rate=F        emulated card: fraction of runs that hang, 0..1 (0)\n"
             "  emu_corrupt_rate=F     emulated card: fraction of runs with a wrong byte, 0..1 (0)\n"
             "  emu_vanish_after=N     emulated card: every run after the Nth errors (0: never)\n"
+            "  emu_card_check=0|1     emulated card: model a card that checks its own output (0)\n"
             "  mem_mb=N               decoded-block cache and bricks in flight, >= 16\n"
             "                         (256, or 64 per core with more than 4, cuda: 128 per core;\n"
             "                         at most 1/16 of RAM)\n"
@@ -294,6 +296,7 @@ static int dm_check(struct fs_daemon *dm)
         dm_rate("emu_hang_rate", o->emu_hang_rate, &c->emu_hang_rate) ||
         dm_rate("emu_corrupt_rate", o->emu_corrupt_rate, &c->emu_corrupt_rate) ||
         dm_uint("emu_vanish_after", o->emu_vanish_after, 0, 1ull << 62, &c->emu_vanish_after) ||
+        dm_uint("emu_card_check", o->emu_card_check, 0, 1, &c->emu_card_check) ||
         dm_uint("mem_mb", o->mem_mb, 16, 1u << 20, &c->mem_mb) ||
         dm_uint("file_version", o->file_version, 1, FMT_VERSION, &c->file_version))
         return -1;
@@ -323,7 +326,7 @@ void dm_opts_free(struct fs_daemon *dm)
                      &dm->opt.card_timeout_ms, &dm->opt.xclbin, &dm->opt.device,
                      &dm->opt.xrt_kernel_model, &dm->opt.emu_card_mbps, &dm->opt.emu_pcie_mbps,
                      &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate, &dm->opt.emu_corrupt_rate,
-                     &dm->opt.emu_vanish_after, &dm->opt.mem_mb,
+                     &dm->opt.emu_vanish_after, &dm->opt.emu_card_check, &dm->opt.mem_mb,
                      &dm->opt.file_version, &dm->opt.log, &dm->opt.backing, &dm->opt.mountpoint};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         free(*strs[i]);

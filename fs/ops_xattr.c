@@ -117,6 +117,7 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"fallback_small", es.fallback_small}, {"card_idle_us", es.card_idle_us},
         {"sets_written_off", es.sets_written_off}, {"sets_recovered", es.sets_recovered},
         {"verify_failed", es.verify_failed}, {"blocks_direct", es.blocks_direct},
+        {"blocks_checked_on_card", es.blocks_checked_on_card},
         {"host_parked", es.host_parked},
         {"bytes_in", es.bytes_in},   {"bytes_out", es.bytes_out},
         {"commits", fst.commits},    {"blocks_written", fst.blocks_written},

@@ -24,8 +24,16 @@
  * that the device reset after a fault, which drops every registration, cannot free it: a
  * block in memory no longer registered is still copied right, through the driver's staging.
  *
+ * After the kernel the GPU checks its own output (krn_cuda_check: every compressed block
+ * walked against its input, and XXH32 of both), and the drain brings the verdicts back with
+ * the sizes: the engine's pool then only compares sums it computes for the frame anyway,
+ * instead of decoding every block on the host (a core per 2 GB/s).
+ *
  * Tests only: FPGALZ4FS_CUDA_FAIL_EVERY=N makes every Nth run's launch invalid (a real CUDA
- * launch error), to exercise the fallback. */
+ * launch error), to exercise the fallback; FPGALZ4FS_CUDA_SPOIL_EVERY=N flips a byte of a
+ * compressed block of every Nth run on the GPU before the check (a compressor's bug), and
+ * FPGALZ4FS_CUDA_SPOIL_BACK_EVERY=N one in host memory after the run (a fault on the way
+ * back): both must end in verify_failed and the right bytes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,10 +48,15 @@
 #define CU_BRICK_BYTES (64u << 20)
 #define CU_MAX_SETS 16u
 
+_Static_assert(sizeof(eng_card_check) == sizeof(krn_cuda_verdict),
+               "the kernel's verdict is the engine's card check");
+
 typedef struct {
-    eng_bufset bs;                     /* host side: in pinned; out and sizes mapped */
+    eng_bufset bs;                     /* host side: in pinned; out, sizes, checks mapped */
     uint8_t *d_in, *d_out, *h_out_dev; /* h_out_dev: bs.out as the device sees it */
     uint32_t *d_sizes, *d_in_sizes, *h_sizes_dev;
+    krn_cuda_verdict *d_verdicts, *h_checks_dev;
+    uint32_t n_blocks;                 /* of the run started last */
     void *d_scratch;
     cudaStream_t stream;
     cudaEvent_t done;
@@ -54,7 +67,11 @@ struct eng_dev_s {
     uint32_t stride;
     unsigned capacity, n_sets;
     unsigned fail_every;               /* tests: every Nth run fails its launch; 0: never */
-    unsigned long runs;
+    unsigned spoil_every;              /* tests: every Nth run's output is spoiled before the
+                                          check (a compressor's bug) */
+    unsigned spoil_back_every;         /* tests: every Nth run's output is spoiled in host
+                                          memory after it (a fault on the way back) */
+    unsigned long runs, collects;
     int poisoned;                      /* the context saw a sticky error: reset before use */
     unsigned timeout_ms;               /* card_timeout_ms: how long close waits for runs */
     cu_set sets[CU_MAX_SETS];
@@ -73,15 +90,16 @@ static void cu_free_set(cu_set *s)
     if (s->stream)
         cudaStreamDestroy(s->stream);
     cudaFreeHost(s->bs.in), cudaFreeHost(s->bs.out);
-    cudaFreeHost(s->bs.sizes), cudaFreeHost(s->bs.in_sizes);
+    cudaFreeHost(s->bs.sizes), cudaFreeHost(s->bs.in_sizes), cudaFreeHost(s->bs.checks);
     cudaFree(s->d_in), cudaFree(s->d_out), cudaFree(s->d_sizes), cudaFree(s->d_in_sizes);
-    cudaFree(s->d_scratch);
+    cudaFree(s->d_scratch), cudaFree(s->d_verdicts);
     memset(s, 0, sizeof(*s));
 }
 
 static int cu_alloc_set(struct eng_dev_s *d, cu_set *s, char *err, size_t err_cap)
 {
     size_t bytes = (size_t)d->capacity * d->stride, idx = d->capacity * sizeof(uint32_t);
+    size_t verdicts = d->capacity * sizeof(krn_cuda_verdict);
     unsigned mapped = cudaHostAllocMapped | cudaHostAllocPortable;
     cudaError_t e = cudaHostAlloc((void **)&s->bs.in, bytes + KRN_CUDA_PAD, cudaHostAllocPortable);
     if (e == cudaSuccess)
@@ -90,12 +108,17 @@ static int cu_alloc_set(struct eng_dev_s *d, cu_set *s, char *err, size_t err_ca
         e = cudaHostAlloc((void **)&s->bs.sizes, idx, mapped);
     if (e == cudaSuccess)
         e = cudaHostAlloc((void **)&s->bs.in_sizes, idx, cudaHostAllocPortable);
+    if (e == cudaSuccess)
+        e = cudaHostAlloc((void **)&s->bs.checks, verdicts, mapped);
     if (e != cudaSuccess)
         return cu_fail(err, err_cap, "pinned host buffers", e);
     memset(s->bs.sizes, 0, idx);       /* a set polled across a reset fails the size check */
+    memset(s->bs.checks, 0, verdicts); /* and its blocks are never taken as checked */
     e = cudaHostGetDevicePointer((void **)&s->h_out_dev, s->bs.out, 0);
     if (e == cudaSuccess)
         e = cudaHostGetDevicePointer((void **)&s->h_sizes_dev, s->bs.sizes, 0);
+    if (e == cudaSuccess)
+        e = cudaHostGetDevicePointer((void **)&s->h_checks_dev, s->bs.checks, 0);
     if (e != cudaSuccess)
         return cu_fail(err, err_cap, "mapping host buffers", e);
     e = cudaMalloc((void **)&s->d_in, bytes + KRN_CUDA_PAD);
@@ -105,6 +128,8 @@ static int cu_alloc_set(struct eng_dev_s *d, cu_set *s, char *err, size_t err_ca
         e = cudaMalloc((void **)&s->d_sizes, idx);
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&s->d_in_sizes, idx);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&s->d_verdicts, verdicts);
     if (e == cudaSuccess)
         e = cudaMalloc(&s->d_scratch, krn_cuda_scratch_bytes(d->capacity, d->stride));
     if (e != cudaSuccess)
@@ -157,6 +182,13 @@ static void cu_close(eng_dev *d)
     free(d);
 }
 
+/* A test's fault period from the environment; 0 (never) when unset. */
+static unsigned cu_env_every(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? (unsigned)strtoul(v, NULL, 10) : 0;
+}
+
 /* Why the device cannot be used with cfg, or 0. */
 static int cu_check_device(const eng_config *cfg, char *why, size_t cap)
 {
@@ -192,8 +224,9 @@ static eng_dev *cu_open(const eng_config *cfg, uint32_t stride, char *err, size_
     d->timeout_ms = cfg->card_timeout_ms;
     d->capacity = CU_BRICK_BYTES / stride;
     d->capacity = d->capacity < 1 ? 1 : d->capacity > ENG_MAX_BRICK ? ENG_MAX_BRICK : d->capacity;
-    const char *fe = getenv("FPGALZ4FS_CUDA_FAIL_EVERY");
-    d->fail_every = fe ? (unsigned)strtoul(fe, NULL, 10) : 0;
+    d->fail_every = cu_env_every("FPGALZ4FS_CUDA_FAIL_EVERY");
+    d->spoil_every = cu_env_every("FPGALZ4FS_CUDA_SPOIL_EVERY");
+    d->spoil_back_every = cu_env_every("FPGALZ4FS_CUDA_SPOIL_BACK_EVERY");
     if (cu_alloc_all(d, err, err_cap) != 0) {
         cu_close(d);
         return NULL;
@@ -269,7 +302,10 @@ static int cu_start_from(eng_dev *d, unsigned cu, unsigned set, uint32_t n_block
     if (d->poisoned && cu_recover(d) != 0)
         return -EIO;
     cu_set *s = &d->sets[set];
-    int fail = d->fail_every && ++d->runs % d->fail_every == 0;
+    s->n_blocks = n_blocks;
+    d->runs++;
+    int fail = d->fail_every && d->runs % d->fail_every == 0;
+    int spoil = d->spoil_every && d->runs % d->spoil_every == 0;
     cudaError_t e = cu_copy_in(d, s, n_blocks, src);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(s->d_in_sizes, s->bs.in_sizes, n_blocks * sizeof(uint32_t),
@@ -277,9 +313,15 @@ static int cu_start_from(eng_dev *d, unsigned cu, unsigned set, uint32_t n_block
     if (e == cudaSuccess)
         e = krn_cuda_compress(s->d_in, s->d_in_sizes, s->d_out, s->d_sizes, n_blocks, d->stride,
                               s->d_scratch, s->stream, fail);
+    if (e == cudaSuccess && spoil)
+        e = krn_cuda_spoil(s->d_out, s->d_sizes, s->d_in_sizes, n_blocks, d->stride,
+                           (uint32_t)d->runs, s->stream);
     if (e == cudaSuccess)
-        e = krn_cuda_drain(s->d_out, s->d_sizes, s->d_in_sizes, s->h_out_dev, s->h_sizes_dev,
-                           n_blocks, d->stride, s->stream);
+        e = krn_cuda_check(s->d_in, s->d_in_sizes, s->d_out, s->d_sizes, s->d_verdicts,
+                           n_blocks, d->stride, s->d_scratch, s->stream);
+    if (e == cudaSuccess)
+        e = krn_cuda_drain(s->d_out, s->d_sizes, s->d_in_sizes, s->d_verdicts, s->h_out_dev,
+                           s->h_sizes_dev, s->h_checks_dev, n_blocks, d->stride, s->stream);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->done, s->stream);
     if (e == cudaSuccess)
@@ -326,9 +368,19 @@ static eng_run_state cu_poll(eng_dev *d, unsigned cu, unsigned set)
     return ENG_RUN_ERROR;
 }
 
+/* The drain already wrote the mapped host buffers. A test's fault on the way back flips a
+ * byte of the first compressed block there, after the card's check. */
 static int cu_collect(eng_dev *d, unsigned cu, unsigned set)
 {
-    (void)d, (void)cu, (void)set;      /* the drain already wrote the mapped host buffers */
+    (void)cu;
+    eng_bufset *bs = &d->sets[set].bs;
+    if (!d->spoil_back_every || ++d->collects % d->spoil_back_every != 0)
+        return 0;
+    for (uint32_t j = 0; j < d->sets[set].n_blocks; j++)
+        if (bs->sizes[j] > 0 && bs->sizes[j] < bs->in_sizes[j]) {
+            bs->out[(size_t)j * d->stride + bs->sizes[j] / 3] ^= 0x01;
+            break;
+        }
     return 0;
 }
 

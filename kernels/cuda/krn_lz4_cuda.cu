@@ -19,6 +19,9 @@
  *   encode  one warp per sub-block writes its sequences, 32 at once (a warp scan places
  *           them), copying literals with the whole warp; the last sub-block of a block also
  *           writes the closing literal-only sequence.
+ *   check   (krn_cuda_check) one warp per sub-block walks the sequences the encoder wrote
+ *           for it against the input, the last also the closing literal run; one thread
+ *           per block checks that the shares tile the block; then XXH32 of input and output.
  *   drain   (krn_cuda_drain) copies the compressed bytes alone, 16 bytes a thread, to the
  *           host's buffers, so the way back carries a third of the input, not all of it.
  *
@@ -61,7 +64,7 @@ typedef struct {
     uint32_t raw;                      /* did not shrink (or bad size): nothing is written */
     uint32_t fin_off;                  /* where the closing literal run is written */
     uint32_t fin_anchor;               /* where the closing literal run begins in the input */
-    uint32_t pad;
+    uint32_t fin_ok;                   /* check: the closing run decodes to the input's end */
 } krn_blk;
 
 /* ---- scratch layout ---- */
@@ -75,6 +78,7 @@ typedef struct {
     uint2 *seqs;
     krn_sub *subs;
     krn_blk *blks;
+    uint2 *walks;                      /* check, per sub-block: (share decodes, input end) */
 } krn_scratch;
 
 static size_t krn_align(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -89,6 +93,8 @@ static krn_scratch krn_carve(void *base, uint32_t max_blocks, uint32_t stride)
     s.subs = (krn_sub *)p;
     p += krn_align(n_sub * sizeof(krn_sub));
     s.blks = (krn_blk *)p;
+    p += krn_align((size_t)max_blocks * sizeof(krn_blk));
+    s.walks = (uint2 *)p;
     return s;
 }
 
@@ -96,7 +102,7 @@ extern "C" size_t krn_cuda_scratch_bytes(uint32_t max_blocks, uint32_t stride)
 {
     size_t n_sub = (size_t)max_blocks * krn_subs_per_block(stride);
     return krn_align(n_sub * KRN_SEQ_CAP * sizeof(uint2)) + krn_align(n_sub * sizeof(krn_sub)) +
-           krn_align((size_t)max_blocks * sizeof(krn_blk));
+           krn_align((size_t)max_blocks * sizeof(krn_blk)) + krn_align(n_sub * sizeof(uint2));
 }
 
 /* ---- helpers ---- */
@@ -362,11 +368,258 @@ krn_encode(const uint8_t *in, const uint32_t *in_sizes, uint8_t *out, uint32_t n
     krn_copy(t + 1 + krn_lext(fin), b + bl->fin_anchor, fin, lane);
 }
 
+/* ---- check: the card's own verdict on what it wrote ----
+ *
+ * The host must not store a block that does not decode to its input. Decoding on the host
+ * costs a core per 2 GB/s, a third of the card's rate on a 16-core host; here the check
+ * needs no output buffer: while the bytes before a position decode to the input (true at
+ * 0, and kept by each step checked), a literal must equal the input byte at its position
+ * and a match byte the input byte off before it. The compressor's plan only says where each
+ * warp starts; the verdict checks that the shares join up, so a wrong plan fails too. */
+
+/* Whether the warp's n bytes at a equal those at b. */
+static __device__ int krn_same(const uint8_t *a, const uint8_t *b, uint32_t n, uint32_t lane)
+{
+    int bad = 0;
+    for (uint32_t x = lane; x < n; x += 32)
+        bad |= __ldg(a + x) != __ldg(b + x);
+    return !__any_sync(KRN_FULL, bad);
+}
+
+/* A length's 255-run after a nibble of 15, read from o at *op (before end); ~0u when the
+ * block ends inside it. */
+static __device__ uint32_t krn_run_len(const uint8_t *o, uint32_t *op, uint32_t end,
+                                       uint32_t n)
+{
+    uint32_t x;
+    do {
+        if (*op >= end)
+            return ~0u;
+        x = __ldg(o + (*op)++);
+        n += x;
+    } while (x == 255u);
+    return n;
+}
+
+/* Walks the sequences in o[op, end) from input position *ip of a block of len bytes, every
+ * lane with the same values. A share ends after a match; the closing run is one sequence of
+ * literals alone that ends the block. Returns 1 when every step holds, *ip then at its end. */
+static __device__ int krn_walk(const uint8_t *b, uint32_t len, const uint8_t *o, uint32_t op,
+                               uint32_t end, uint32_t *ip_io, int closing, uint32_t lane)
+{
+    uint32_t ip = *ip_io;
+    if (ip > len || op > end)
+        return 0;
+    while (op < end) {
+        uint32_t tok = __ldg(o + op++), l = tok >> 4;
+        if (l == 15u && (l = krn_run_len(o, &op, end, l)) == ~0u)
+            return 0;
+        if (l > len - ip || l > end - op || !krn_same(o + op, b + ip, l, lane))
+            return 0;
+        op += l, ip += l;
+        if (closing) {
+            *ip_io = ip;
+            return op == end && ip == len;
+        }
+        if (end - op < 2u)
+            return 0;
+        uint32_t off = __ldg(o + op) | (uint32_t)__ldg(o + op + 1) << 8, m = tok & 15u;
+        op += 2;
+        if (m == 15u && (m = krn_run_len(o, &op, end, m)) == ~0u)
+            return 0;
+        m += KRN_MINMATCH;
+        if (off == 0 || off > ip || ip + KRN_MFLIMIT > len || m > len - KRN_LASTLIT - ip ||
+            !krn_same(b + ip - off, b + ip, m, lane))
+            return 0;
+        ip += m;
+    }
+    *ip_io = ip;
+    return !closing;
+}
+
+static __device__ __forceinline__ int krn_compressed(uint32_t len, uint32_t size,
+                                                     uint32_t stride)
+{
+    return len > 0 && len <= stride && size > 0 && size < len;
+}
+
+__global__ void __launch_bounds__(KRN_WARPS * 32)
+krn_check_walk(const uint8_t *in, const uint32_t *in_sizes, const uint8_t *out,
+               const uint32_t *sizes, uint32_t n_blocks, uint32_t stride, krn_scratch sc)
+{
+    uint32_t lane = threadIdx.x & 31u, nspb = krn_subs_per_block(stride);
+    uint32_t gw = blockIdx.x * KRN_WARPS + (threadIdx.x >> 5);
+    if (gw >= n_blocks * nspb)
+        return;
+    uint32_t j = gw / nspb, k = gw % nspb, len = in_sizes[j], size = sizes[j];
+    uint32_t s = k * KRN_CUDA_SUB, n_sub = (len + KRN_CUDA_SUB - 1) / KRN_CUDA_SUB;
+    if (!krn_compressed(len, size, stride) || s >= len)
+        return;
+    const uint8_t *b = in + (size_t)j * stride, *o = out + (size_t)j * stride;
+    krn_blk *bl = &sc.blks[j];
+    const krn_sub *si = &sc.subs[gw];
+    if (si->n_seq) {
+        uint32_t end = bl->fin_off, ip = si->anchor;
+        for (uint32_t q = k + 1; q < n_sub; q++)
+            if (sc.subs[(size_t)j * nspb + q].n_seq) {
+                end = sc.subs[(size_t)j * nspb + q].off;
+                break;
+            }
+        int ok = end <= size && krn_walk(b, len, o, si->off, end, &ip, 0, lane);
+        if (lane == 0)
+            sc.walks[gw] = make_uint2((uint32_t)ok, ip);
+    }
+    if (k + 1 == n_sub) {
+        uint32_t ip = bl->fin_anchor;
+        int ok = krn_walk(b, len, o, bl->fin_off, size, &ip, 1, lane);
+        if (lane == 0)
+            bl->fin_ok = (uint32_t)ok;
+    }
+}
+
+/* One thread per block: the shares start at output 0, each starts in the input where the
+ * one before ended (each ends in the output where the next starts, by construction). */
+__global__ void krn_check_join(const uint32_t *in_sizes, const uint32_t *sizes,
+                               krn_cuda_verdict *verdicts, uint32_t n_blocks, uint32_t stride,
+                               krn_scratch sc)
+{
+    uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_blocks)
+        return;
+    uint32_t len = in_sizes[j], size = sizes[j], nspb = krn_subs_per_block(stride);
+    verdicts[j].decodes = 0;
+    if (!krn_compressed(len, size, stride))
+        return;
+    uint32_t n_sub = (len + KRN_CUDA_SUB - 1) / KRN_CUDA_SUB, ip = 0, first = 1, ok = 1;
+    for (uint32_t k = 0; k < n_sub && ok; k++) {
+        const krn_sub *si = &sc.subs[(size_t)j * nspb + k];
+        if (!si->n_seq)
+            continue;
+        uint2 w = sc.walks[(size_t)j * nspb + k];
+        ok = w.x && si->anchor == ip && (!first || si->off == 0);
+        ip = w.y, first = 0;
+    }
+    const krn_blk *bl = &sc.blks[j];
+    ok = ok && bl->fin_ok && bl->fin_anchor == ip && (!first || bl->fin_off == 0);
+    verdicts[j].decodes = ok;
+}
+
+#define KRN_P1 2654435761u
+#define KRN_P2 2246822519u
+#define KRN_P3 3266489917u
+#define KRN_P4 668265263u
+#define KRN_P5 374761393u
+#define KRN_SUM_STRIPES 256u           /* 16-byte stripes staged in shared memory at once */
+
+static __device__ __forceinline__ uint32_t krn_rotl(uint32_t x, uint32_t r)
+{
+    return __funnelshift_l(x, x, r);
+}
+
+/* XXH32 with seed 0 of n bytes at p (16-byte aligned), by one CTA of 64 threads: warp 1
+ * stages the next stripes in shared memory while lanes 0..3 of warp 0 run the four
+ * accumulators over the current ones (the hash is serial within each). */
+static __device__ uint32_t krn_xxh32(const uint8_t *p, uint32_t n)
+{
+    __shared__ uint32_t stage[2][KRN_SUM_STRIPES * 4];
+    __shared__ uint32_t acc[4];
+    uint32_t t = threadIdx.x, stripes = n / 16u;
+    uint32_t chunks = (stripes + KRN_SUM_STRIPES - 1) / KRN_SUM_STRIPES;
+    uint32_t v = t == 0 ? KRN_P1 + KRN_P2 : t == 1 ? KRN_P2 : t == 2 ? 0u : 0u - KRN_P1;
+    const uint4 *src = (const uint4 *)p;
+    for (uint32_t c = 0; c <= chunks; c++) {
+        if (t >= 32 && c < chunks) {   /* stage chunk c */
+            uint32_t first = c * KRN_SUM_STRIPES, cnt = min(KRN_SUM_STRIPES, stripes - first);
+            uint4 *dst = (uint4 *)stage[c & 1];
+            for (uint32_t i = t - 32; i < cnt; i += 32)
+                dst[i] = src[first + i];
+        }
+        if (t < 4 && c > 0) {          /* hash chunk c - 1 */
+            uint32_t first = (c - 1) * KRN_SUM_STRIPES, cnt = min(KRN_SUM_STRIPES, stripes - first);
+            const uint32_t *w = stage[(c - 1) & 1];
+            for (uint32_t i = 0; i < cnt; i++)
+                v = krn_rotl(v + w[4 * i + t] * KRN_P2, 13) * KRN_P1;
+        }
+        __syncthreads();
+    }
+    if (t < 4)
+        acc[t] = v;
+    __syncthreads();
+    uint32_t h = stripes ? krn_rotl(acc[0], 1) + krn_rotl(acc[1], 7) + krn_rotl(acc[2], 12) +
+                               krn_rotl(acc[3], 18)
+                         : KRN_P5;
+    h += n;
+    const uint8_t *q = p + (size_t)stripes * 16u;
+    uint32_t rem = n & 15u;
+    for (; rem >= 4u; rem -= 4u, q += 4) {
+        uint32_t w = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        h = krn_rotl(h + w * KRN_P3, 17) * KRN_P4;
+    }
+    for (; rem > 0; rem--, q++)
+        h = krn_rotl(h + *q * KRN_P5, 11) * KRN_P1;
+    h ^= h >> 15;
+    h *= KRN_P2;
+    h ^= h >> 13;
+    h *= KRN_P3;
+    return h ^ (h >> 16);
+}
+
+/* Grid (n_blocks, 2): y = 0 hashes the input, y = 1 the compressed bytes. */
+__global__ void __launch_bounds__(64)
+krn_check_sums(const uint8_t *in, const uint32_t *in_sizes, const uint8_t *out,
+               const uint32_t *sizes, krn_cuda_verdict *verdicts, uint32_t stride)
+{
+    uint32_t j = blockIdx.x, len = in_sizes[j], size = sizes[j], h = 0;
+    if (krn_compressed(len, size, stride))
+        h = krn_xxh32((blockIdx.y ? out : in) + (size_t)j * stride, blockIdx.y ? size : len);
+    uint32_t *sum = blockIdx.y ? &verdicts[j].out_sum : &verdicts[j].src_sum;
+    if (threadIdx.x == 0)
+        *sum = h;
+}
+
+extern "C" cudaError_t krn_cuda_check(const uint8_t *in, const uint32_t *in_sizes,
+                                      const uint8_t *out, const uint32_t *sizes,
+                                      krn_cuda_verdict *verdicts, uint32_t n_blocks,
+                                      uint32_t stride, void *scratch, cudaStream_t stream)
+{
+    if (n_blocks == 0)
+        return cudaSuccess;
+    krn_scratch sc = krn_carve(scratch, n_blocks, stride);
+    uint32_t warps = n_blocks * krn_subs_per_block(stride);
+    uint32_t ctas = (warps + KRN_WARPS - 1) / KRN_WARPS;
+    krn_check_walk<<<ctas, KRN_WARPS * 32u, 0, stream>>>(in, in_sizes, out, sizes, n_blocks,
+                                                          stride, sc);
+    krn_check_join<<<(n_blocks + 127) / 128, 128, 0, stream>>>(in_sizes, sizes, verdicts,
+                                                               n_blocks, stride, sc);
+    krn_check_sums<<<dim3(n_blocks, 2), 64, 0, stream>>>(in, in_sizes, out, sizes, verdicts,
+                                                         stride);
+    return cudaGetLastError();
+}
+
+__global__ void krn_spoil(uint8_t *out, const uint32_t *sizes, const uint32_t *in_sizes,
+                          uint32_t n_blocks, uint32_t stride, uint32_t salt)
+{
+    for (uint32_t j = 0; j < n_blocks; j++)
+        if (sizes[j] > 0 && sizes[j] < in_sizes[j]) {
+            out[(size_t)j * stride + salt * 7919u % sizes[j]] ^= 0x20;
+            return;
+        }
+}
+
+extern "C" cudaError_t krn_cuda_spoil(uint8_t *out, const uint32_t *sizes,
+                                      const uint32_t *in_sizes, uint32_t n_blocks,
+                                      uint32_t stride, uint32_t salt, cudaStream_t stream)
+{
+    krn_spoil<<<1, 1, 0, stream>>>(out, sizes, in_sizes, n_blocks, stride, salt);
+    return cudaGetLastError();
+}
+
 /* ---- drain: compressed bytes and sizes to the host ---- */
 
 __global__ void krn_drain(const uint8_t *dev_out, const uint32_t *dev_sizes,
-                          const uint32_t *in_sizes, uint8_t *host_out, uint32_t *host_sizes,
-                          uint32_t stride)
+                          const uint32_t *in_sizes, const krn_cuda_verdict *dev_verdicts,
+                          uint8_t *host_out, uint32_t *host_sizes,
+                          krn_cuda_verdict *host_verdicts, uint32_t stride)
 {
     uint32_t j = blockIdx.x, s = dev_sizes[j];
     if (s > 0 && s < in_sizes[j]) {
@@ -377,6 +630,8 @@ __global__ void krn_drain(const uint8_t *dev_out, const uint32_t *dev_sizes,
     }
     __syncthreads();
     if (threadIdx.x == 0) {
+        if (host_verdicts)
+            host_verdicts[j] = dev_verdicts[j];
         __threadfence_system();
         host_sizes[j] = s;
     }
@@ -404,13 +659,14 @@ extern "C" cudaError_t krn_cuda_compress(const uint8_t *in, const uint32_t *in_s
 }
 
 extern "C" cudaError_t krn_cuda_drain(const uint8_t *dev_out, const uint32_t *dev_sizes,
-                                      const uint32_t *in_sizes, uint8_t *host_out,
-                                      uint32_t *host_sizes, uint32_t n_blocks, uint32_t stride,
-                                      cudaStream_t stream)
+                                      const uint32_t *in_sizes,
+                                      const krn_cuda_verdict *dev_verdicts, uint8_t *host_out,
+                                      uint32_t *host_sizes, krn_cuda_verdict *host_verdicts,
+                                      uint32_t n_blocks, uint32_t stride, cudaStream_t stream)
 {
     if (n_blocks == 0)
         return cudaSuccess;
-    krn_drain<<<n_blocks, 256, 0, stream>>>(dev_out, dev_sizes, in_sizes, host_out, host_sizes,
-                                            stride);
+    krn_drain<<<n_blocks, 256, 0, stream>>>(dev_out, dev_sizes, in_sizes, dev_verdicts,
+                                            host_out, host_sizes, host_verdicts, stride);
     return cudaGetLastError();
 }

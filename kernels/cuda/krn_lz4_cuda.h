@@ -36,13 +36,41 @@ cudaError_t krn_cuda_compress(const uint8_t *in, const uint32_t *in_sizes, uint8
                               uint32_t *sizes, uint32_t n_blocks, uint32_t stride,
                               void *scratch, cudaStream_t stream, int inject_bad_launch);
 
+/* What the card's own check found for one block (the layout of the engine's eng_card_check):
+ * for a block that shrank, decodes is 1 when its compressed bytes decode to exactly its
+ * input, and the sums are the XXH32 (seed 0) of the input and of the compressed bytes as
+ * they lie on the GPU; all 0 for a block stored raw. */
+typedef struct {
+    uint32_t decodes, src_sum, out_sum, pad;
+} krn_cuda_verdict;
+
+/* Enqueues the check of what krn_cuda_compress left in out and sizes (same stream, same
+ * scratch, same arguments): each compressed block is walked against its input, one warp per
+ * sub-block's share of its sequences, as a decoder would run it but comparing instead of
+ * writing (a literal with the input byte it stands for, a match's bytes with the input
+ * bytes it copies), with the LZ4 block rules a decoder enforces; the shares must tile the
+ * block's output and input exactly, which is checked per block without trusting the
+ * compressor's plan. Then the XXH32 of each input and output. verdicts is device memory. */
+cudaError_t krn_cuda_check(const uint8_t *in, const uint32_t *in_sizes, const uint8_t *out,
+                           const uint32_t *sizes, krn_cuda_verdict *verdicts, uint32_t n_blocks,
+                           uint32_t stride, void *scratch, cudaStream_t stream);
+
+/* Tests only: flips one byte of the first compressed block in out (a compressor's bug), at
+ * a place that salt picks. */
+cudaError_t krn_cuda_spoil(uint8_t *out, const uint32_t *sizes, const uint32_t *in_sizes,
+                           uint32_t n_blocks, uint32_t stride, uint32_t salt,
+                           cudaStream_t stream);
+
 /* Enqueues the copy of each compressed block (sizes[j] bytes when below in_sizes[j]) from
- * dev_out to host_out at the same offset, then of the sizes to host_sizes: the way back
- * carries the compressed bytes alone. host_out and host_sizes are mapped pinned memory
- * (their device addresses); out blocks are 16-byte aligned (stride a multiple of 16). */
+ * dev_out to host_out at the same offset, then of the verdicts (when host_verdicts is not
+ * NULL) and the sizes to host_verdicts and host_sizes: the way back carries the compressed
+ * bytes alone. The host buffers are mapped pinned memory (their device addresses); out
+ * blocks are 16-byte aligned (stride a multiple of 16). */
 cudaError_t krn_cuda_drain(const uint8_t *dev_out, const uint32_t *dev_sizes,
-                           const uint32_t *in_sizes, uint8_t *host_out, uint32_t *host_sizes,
-                           uint32_t n_blocks, uint32_t stride, cudaStream_t stream);
+                           const uint32_t *in_sizes, const krn_cuda_verdict *dev_verdicts,
+                           uint8_t *host_out, uint32_t *host_sizes,
+                           krn_cuda_verdict *host_verdicts, uint32_t n_blocks, uint32_t stride,
+                           cudaStream_t stream);
 
 #ifdef __cplusplus
 }

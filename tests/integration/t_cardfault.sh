@@ -1,6 +1,7 @@
 #!/bin/bash
 # t_cardfault: an emulated card that errors, hangs, vanishes (is pulled out) mid-run or returns
-# wrong bytes never stalls a writer and never corrupts a file. Each case copies files in while a probe writes
+# wrong bytes (checked by the host, or by a card that checks itself) never stalls a writer
+# and never corrupts a file. Each case copies files in while a probe writes
 # and fsyncs 64 KiB steps, timing each step; the slowest step must stay under a generous
 # bound (20 x (card_timeout_ms + the slowest step of the same probe on software alone)): the
 # point is that nothing hangs, not speed. Files must read back identical through the mount
@@ -113,11 +114,24 @@ check "wrong card: the card's other blocks were used (blocks_card > verify_faile
     bash -c "[ $(stat_of "$CASE_STATS" blocks_card) -gt $(stat_of "$CASE_STATS" verify_failed) ]"
 check "wrong card: no fault fallback (the runs themselves completed)" expect_counter "$CASE_STATS" fallback_error -eq 0
 
+# ---------------------------------------------------------------- a card that checks itself, wrong
+# The same with a model of a card that checks its own output (as the CUDA backend's GPU
+# does): the pool compares the card's sums instead of decoding. Half the runs are spoiled
+# before the card's check, half after it (a fault on the way back, seen only by the sums).
+run_case corrupt_checked "engine=emu,emu_corrupt_rate=1,emu_card_check=1,emu_card_mbps=400"
+check "self-checking wrong card: verify_failed > 0" expect_counter "$CASE_STATS" verify_failed -gt 0
+check "self-checking wrong card: every card block checked on the card" \
+    bash -c "[ $(stat_of "$CASE_STATS" blocks_checked_on_card) -eq $(stat_of "$CASE_STATS" blocks_card) ]"
+check "self-checking wrong card: the card's other blocks were used" \
+    bash -c "[ $(stat_of "$CASE_STATS" blocks_card) -gt $(stat_of "$CASE_STATS" verify_failed) ]"
+
 # ---------------------------------------------------------------- option checks
 check_fails "emu_corrupt_rate=2 is refused" mount_store "engine=emu,emu_corrupt_rate=2"
 check "the refusal names the option" grep -q 'emu_corrupt_rate' <<<"$LAST_MOUNT_OUT"
 check_fails "emu_vanish_after=-1 is refused" mount_store "engine=emu,emu_vanish_after=-1"
 check "the refusal names the option" grep -q 'emu_vanish_after' <<<"$LAST_MOUNT_OUT"
 check_fails "emu_vanish_after=x is refused" mount_store "engine=emu,emu_vanish_after=x"
+check_fails "emu_card_check=2 is refused" mount_store "engine=emu,emu_card_check=2"
+check "the refusal names the option" grep -q 'emu_card_check' <<<"$LAST_MOUNT_OUT"
 
 finish

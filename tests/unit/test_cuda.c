@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "eng.h"
 #include "testdata.h"
@@ -100,6 +101,18 @@ static size_t jobs_check(const job_set *js)
     return raw;
 }
 
+/* The frame's sums of every job are those of the bytes it holds. */
+static void sums_check(const job_set *js)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        const eng_job *j = &js->jobs[i];
+        assert_true(j->sums_done);
+        assert_int_equal(j->src_sum, XXH32(js->src[i], j->len, 0));
+        if (j->out_len < j->len)
+            assert_int_equal(j->out_sum, XXH32(j->dst, j->out_len, 0));
+    }
+}
+
 static void jobs_free(job_set *js)
 {
     for (size_t i = 0; i < js->n; i++) {
@@ -165,6 +178,8 @@ static void test_roundtrip_1m(void **state)
     eng_get_stats(e, &st);
     assert_int_equal(st.blocks_card, n);
     assert_int_equal(st.blocks_sw, 0);
+    assert_int_equal(st.verify_failed, 0);             /* the GPU's check passes good output */
+    assert_int_equal(st.blocks_checked_on_card, n);
     size_t raw = jobs_check(&js);
     for (size_t i = 0; i < n; i++) {
         if (i % D_KINDS == D_RANDOM)
@@ -187,12 +202,17 @@ static void roundtrip_stride(uint32_t bs, size_t n, unsigned bufsets)
         lens[i] = i % 3 ? bs : bs / 2 + (uint32_t)(i * 37 % (bs / 2));
     job_set js;
     jobs_make(&js, lens, n, bs + n);
+    for (size_t i = 0; i < n; i++)
+        js.jobs[i].want_sums = 1;
     eng_ctx *e = open_cuda(bs, bufsets, 1);
     eng_compress(e, js.jobs, js.n);
     eng_stats st;
     eng_get_stats(e, &st);
     assert_int_equal(st.blocks_card, n);
+    assert_int_equal(st.verify_failed, 0);
+    assert_int_equal(st.blocks_checked_on_card, n);
     jobs_check(&js);
+    sums_check(&js);
     eng_close(e);
     jobs_free(&js);
     free(lens);
@@ -248,6 +268,54 @@ static void test_launch_errors_fall_back(void **state)
     assert_true(st.blocks_sw > 0);
     assert_int_equal(st.blocks_card + st.blocks_sw, 6 * 40);
     eng_close(e);
+}
+
+/* A GPU whose output is wrong, before its own check (env SPOIL_EVERY: a compressor's bug)
+ * or after it (SPOIL_BACK_EVERY: a fault on the way back): every run's first compressed
+ * block, at a place that moves from run to run. Every job must still decode to its input
+ * with the right sums, and (nearly) every spoiled block must be counted and redone. */
+static void spoiled_runs(const char *env)
+{
+    setenv(env, "1", 1);
+    eng_ctx *e = open_cuda(256 * KIB, 2, 1);
+    unsetenv(env);
+    uint32_t lens[32];
+    for (size_t i = 0; i < 32; i++)
+        lens[i] = 256 * KIB - (uint32_t)i * 33;
+    for (int round = 0; round < 8; round++) {
+        job_set js;
+        jobs_make(&js, lens, 32, 300u + (uint64_t)round);
+        for (size_t i = 0; i < js.n; i++)
+            js.jobs[i].want_sums = 1;
+        eng_compress(e, js.jobs, js.n);
+        jobs_check(&js);
+        sums_check(&js);
+        jobs_free(&js);
+    }
+    eng_stats st;
+    eng_get_stats(e, &st);
+    print_message("%s: bricks_card=%llu verify_failed=%llu checked_on_card=%llu\n", env,
+                  (unsigned long long)st.bricks_card, (unsigned long long)st.verify_failed,
+                  (unsigned long long)st.blocks_checked_on_card);
+    assert_true(st.bricks_card >= 8);
+    assert_true(st.verify_failed <= st.bricks_card);
+    assert_true(st.verify_failed * 4 >= st.bricks_card * 3);
+    assert_int_equal(st.blocks_checked_on_card, st.blocks_card);
+    eng_close(e);
+}
+
+static void test_spoiled_on_gpu_caught(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spoiled_runs("FPGALZ4FS_CUDA_SPOIL_EVERY");
+}
+
+static void test_spoiled_on_way_back_caught(void **state)
+{
+    (void)state;
+    NEED_GPU();
+    spoiled_runs("FPGALZ4FS_CUDA_SPOIL_BACK_EVERY");
 }
 
 typedef struct {
@@ -323,6 +391,8 @@ int main(void)
         cmocka_unit_test(test_stride_64k),
         cmocka_unit_test(test_stride_4m),
         cmocka_unit_test(test_launch_errors_fall_back),
+        cmocka_unit_test(test_spoiled_on_gpu_caught),
+        cmocka_unit_test(test_spoiled_on_way_back_caught),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_bad_options_refused),
     };

@@ -248,9 +248,11 @@ static int cb_engine(const cb_input *in, const cb_opts *o, int card_only, int di
     if (rc == 0)
         rc = cb_report(what, in, best, outs, lens);
     printf("%-28s blocks_card=%llu blocks_sw=%llu blocks_direct=%llu fallback_busy=%llu "
-           "fallback_error=%llu\n", "", (unsigned long long)st.blocks_card,
-           (unsigned long long)st.blocks_sw, (unsigned long long)st.blocks_direct,
-           (unsigned long long)st.fallback_busy, (unsigned long long)st.fallback_error);
+           "fallback_error=%llu checked_on_card=%llu verify_failed=%llu\n", "",
+           (unsigned long long)st.blocks_card, (unsigned long long)st.blocks_sw,
+           (unsigned long long)st.blocks_direct, (unsigned long long)st.fallback_busy,
+           (unsigned long long)st.fallback_error, (unsigned long long)st.blocks_checked_on_card,
+           (unsigned long long)st.verify_failed);
     for (uint32_t j = 0; outs && j < in->n_blocks; j++)
         free(outs[j]);
     free(jobs), free(outs), free(lens);
