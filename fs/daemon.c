@@ -215,9 +215,12 @@ static int dm_open_engine(struct fs_daemon *dm)
                      .emu_vanish_after = c->emu_vanish_after,
                      .emu_card_check = (int)c->emu_card_check, .xclbin = c->xclbin,
                      .device = (unsigned)c->device,
-                     .xrt_kernel_model = (int)c->xrt_kernel_model};
+                     .xrt_kernel_model = (int)c->xrt_kernel_model,
+                     .card_only = (int)c->card_only};
     if (c->xrt_kernel_model && c->backend != ENG_BACKEND_XRT)
         return dm_fail(dm, "xrt_kernel_model=1 needs engine=xrt");
+    if (c->card_only && (c->backend == ENG_BACKEND_SW || c->engine_auto))
+        return dm_fail(dm, "card_only=1 needs engine=emu, xrt or cuda");
     if (c->engine_auto)
         c->backend = ec.backend = dm_pick_engine(dm, &ec);
     if (!dm->opt.mem_mb && c->backend == ENG_BACKEND_CUDA)

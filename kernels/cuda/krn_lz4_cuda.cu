@@ -401,40 +401,102 @@ static __device__ uint32_t krn_run_len(const uint8_t *o, uint32_t *op, uint32_t 
     return n;
 }
 
-/* Walks the sequences in o[op, end) from input position *ip of a block of len bytes, every
- * lane with the same values. A share ends after a match; the closing run is one sequence of
- * literals alone that ends the block. Returns 1 when every step holds, *ip then at its end. */
-static __device__ int krn_walk(const uint8_t *b, uint32_t len, const uint8_t *o, uint32_t op,
-                               uint32_t end, uint32_t *ip_io, int closing, uint32_t lane)
+/* The closing run at o[op, end): one sequence of literals alone, from input position ip to
+ * the block's end (len). Every lane with the same values. */
+static __device__ int krn_check_closing(const uint8_t *b, uint32_t len, const uint8_t *o,
+                                        uint32_t op, uint32_t end, uint32_t ip, uint32_t lane)
 {
-    uint32_t ip = *ip_io;
-    if (ip > len || op > end)
+    if (ip > len || op >= end)
         return 0;
-    while (op < end) {
-        uint32_t tok = __ldg(o + op++), l = tok >> 4;
-        if (l == 15u && (l = krn_run_len(o, &op, end, l)) == ~0u)
+    uint32_t l = __ldg(o + op++) >> 4;
+    if (l == 15u && (l = krn_run_len(o, &op, end, l)) == ~0u)
+        return 0;
+    return l == len - ip && l == end - op && krn_same(o + op, b + ip, l, lane);
+}
+
+/* Whether the 255-run at o + p is the one a length of 15 + n is written with. */
+static __device__ int krn_run_is(const uint8_t *o, uint32_t p, uint32_t n)
+{
+    for (; n >= 255u; n -= 255u, p++)
+        if (__ldg(o + p) != 255u)
             return 0;
-        if (l > len - ip || l > end - op || !krn_same(o + op, b + ip, l, lane))
-            return 0;
-        op += l, ip += l;
-        if (closing) {
-            *ip_io = ip;
-            return op == end && ip == len;
-        }
-        if (end - op < 2u)
-            return 0;
-        uint32_t off = __ldg(o + op) | (uint32_t)__ldg(o + op + 1) << 8, m = tok & 15u;
-        op += 2;
-        if (m == 15u && (m = krn_run_len(o, &op, end, m)) == ~0u)
-            return 0;
-        m += KRN_MINMATCH;
-        if (off == 0 || off > ip || ip + KRN_MFLIMIT > len || m > len - KRN_LASTLIT - ip ||
-            !krn_same(b + ip - off, b + ip, m, lane))
-            return 0;
-        ip += m;
+    return __ldg(o + p) == n;
+}
+
+/* Whether a lane's n bytes at a equal those at b; runs longer than KRN_LANE_RUN are left to
+ * the warp (krn_check_long). */
+#define KRN_LANE_RUN 48u
+static __device__ int krn_lane_same(const uint8_t *a, const uint8_t *b, uint32_t n)
+{
+    int bad = 0;
+    for (uint32_t x = 0; x < n && n <= KRN_LANE_RUN; x++)
+        bad |= __ldg(a + x) != __ldg(b + x);
+    return !bad;
+}
+
+/* The runs of the 32 lanes longer than KRN_LANE_RUN, compared by the whole warp. */
+static __device__ int krn_check_long(const uint8_t *a, const uint8_t *b, uint32_t n,
+                                     uint32_t lane)
+{
+    int ok = 1;
+    for (uint32_t m = __ballot_sync(KRN_FULL, n > KRN_LANE_RUN); m; m &= m - 1) {
+        int t = __ffs((int)m) - 1;
+        const uint8_t *ta = (const uint8_t *)__shfl_sync(KRN_FULL, (unsigned long long)a, t);
+        const uint8_t *tb = (const uint8_t *)__shfl_sync(KRN_FULL, (unsigned long long)b, t);
+        ok &= krn_same(ta, tb, __shfl_sync(KRN_FULL, n, t), lane);
     }
-    *ip_io = ip;
-    return !closing;
+    return ok;
+}
+
+/* A sub-block's share: the encoder's sequences (sq, as parse found them) are the claim, 32
+ * checked at once, lane t sequence g + t, placed by the same scans that placed them. Lane t
+ * checks that the bytes at its place are exactly the encoding of its sequence (token, length
+ * runs, offset), that its literals are the input's bytes and its match copies bytes equal to
+ * the input's, within the LZ4 block rules. Since each sequence then parses to exactly its
+ * claim and the next begins where it ends, a decoder walks the same sequences. The share
+ * must end at end in the output; *ip gets where it ends in the input. */
+static __device__ int krn_check_share(const uint8_t *b, uint32_t len, const uint8_t *o,
+                                      const uint2 *sq, const krn_sub *si, uint32_t s,
+                                      uint32_t end, uint32_t *ip, uint32_t lane)
+{
+    uint32_t in_pos = si->anchor, out_pos = si->off;
+    int ok = in_pos <= len && si->n_seq <= KRN_SEQ_CAP;
+    for (uint32_t g = 0; g < si->n_seq && ok; g += 32) {
+        uint32_t i = g + lane, lits = 0, ml = 0, off = 0;
+        if (i < si->n_seq) {
+            uint2 q = sq[i];
+            lits = i == 0 ? s + si->lit0 - si->anchor : (q.x & 0xFFFFu);
+            ml = q.x >> 16;
+            off = q.y;
+        }
+        uint32_t hl = 1u + krn_lext(lits), ms = ml - KRN_MINMATCH;
+        uint32_t adv = lits + ml, sz = ml ? hl + lits + 2u + krn_mext(ml) : 0;
+        uint32_t adv_in = krn_scan(adv, lane), sz_in = krn_scan(sz, lane);
+        uint32_t src = in_pos + adv_in - adv, dst = out_pos + sz_in - sz, mp = src + lits;
+        int good = 1;
+        if (i < si->n_seq) {
+            uint32_t t = dst + hl + lits;
+            good = lits <= len && ml <= len && ml >= KRN_MINMATCH && dst + sz <= end &&
+                   mp <= len && off > 0 &&
+                   off <= 0xFFFFu && off <= mp && mp + KRN_MFLIMIT <= len &&
+                   ml <= len - KRN_LASTLIT - mp &&
+                   __ldg(o + dst) == ((min(lits, 15u) << 4) | min(ms, 15u)) &&
+                   (lits < 15u || krn_run_is(o, dst + 1, lits - 15u)) &&
+                   __ldg(o + t) == (off & 0xFFu) && __ldg(o + t + 1) == off >> 8 &&
+                   (ms < 15u || krn_run_is(o, t + 2, ms - 15u)) &&
+                   krn_lane_same(o + dst + hl, b + src, lits) &&
+                   krn_lane_same(b + mp - off, b + mp, ml);
+        }
+        ok = __all_sync(KRN_FULL, good);
+        if (!ok)
+            break;
+        ok &= krn_check_long(o + dst + hl, b + src, i < si->n_seq ? lits : 0, lane);
+        ok &= krn_check_long(b + mp - off, b + mp, i < si->n_seq ? ml : 0, lane);
+        in_pos += __shfl_sync(KRN_FULL, adv_in, 31);
+        out_pos += __shfl_sync(KRN_FULL, sz_in, 31);
+    }
+    *ip = in_pos;
+    return ok && out_pos == end;
 }
 
 static __device__ __forceinline__ int krn_compressed(uint32_t len, uint32_t size,
@@ -459,19 +521,19 @@ krn_check_walk(const uint8_t *in, const uint32_t *in_sizes, const uint8_t *out,
     krn_blk *bl = &sc.blks[j];
     const krn_sub *si = &sc.subs[gw];
     if (si->n_seq) {
-        uint32_t end = bl->fin_off, ip = si->anchor;
+        uint32_t end = bl->fin_off, ip = 0;
         for (uint32_t q = k + 1; q < n_sub; q++)
             if (sc.subs[(size_t)j * nspb + q].n_seq) {
                 end = sc.subs[(size_t)j * nspb + q].off;
                 break;
             }
-        int ok = end <= size && krn_walk(b, len, o, si->off, end, &ip, 0, lane);
+        int ok = end <= size && krn_check_share(b, len, o, sc.seqs + (size_t)gw * KRN_SEQ_CAP,
+                                                si, s, end, &ip, lane);
         if (lane == 0)
             sc.walks[gw] = make_uint2((uint32_t)ok, ip);
     }
     if (k + 1 == n_sub) {
-        uint32_t ip = bl->fin_anchor;
-        int ok = krn_walk(b, len, o, bl->fin_off, size, &ip, 1, lane);
+        int ok = krn_check_closing(b, len, o, bl->fin_off, size, bl->fin_anchor, lane);
         if (lane == 0)
             bl->fin_ok = (uint32_t)ok;
     }

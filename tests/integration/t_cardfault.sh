@@ -125,6 +125,19 @@ check "self-checking wrong card: every card block checked on the card" \
 check "self-checking wrong card: the card's other blocks were used" \
     bash -c "[ $(stat_of "$CASE_STATS" blocks_card) -gt $(stat_of "$CASE_STATS" verify_failed) ]"
 
+# ---------------------------------------------------------------- the card alone
+# card_only=1: a slow card's bricks wait for it; software takes none of them.
+rm -rf "$BACKING"; mkdir -p "$BACKING"
+if check "card_only: mount" mount_store "engine=emu,card_only=1,emu_card_mbps=400"; then
+    check "card_only: copy" cp -r "$SRC" "$MNT/copy"
+    check "card_only: copy identical" diff -r "$SRC" "$MNT/copy"
+    S=$(stats "$MNT")
+    check "card_only: the card compressed" expect_counter "$S" blocks_card -gt 0
+    check "card_only: no brick went to software for want of a set (fallback_busy = 0)" \
+        expect_counter "$S" fallback_busy -eq 0
+    check "card_only: unmount" umount_store
+fi
+
 # ---------------------------------------------------------------- option checks
 check_fails "emu_corrupt_rate=2 is refused" mount_store "engine=emu,emu_corrupt_rate=2"
 check "the refusal names the option" grep -q 'emu_corrupt_rate' <<<"$LAST_MOUNT_OUT"
@@ -133,5 +146,9 @@ check "the refusal names the option" grep -q 'emu_vanish_after' <<<"$LAST_MOUNT_
 check_fails "emu_vanish_after=x is refused" mount_store "engine=emu,emu_vanish_after=x"
 check_fails "emu_card_check=2 is refused" mount_store "engine=emu,emu_card_check=2"
 check "the refusal names the option" grep -q 'emu_card_check' <<<"$LAST_MOUNT_OUT"
+check_fails "card_only=1 with engine=sw is refused" mount_store "engine=sw,card_only=1"
+check "the refusal names the option" grep -q 'card_only' <<<"$LAST_MOUNT_OUT"
+check_fails "card_only=2 is refused" mount_store "engine=emu,card_only=2"
+check "the refusal names the option" grep -q 'card_only' <<<"$LAST_MOUNT_OUT"
 
 finish

@@ -1,7 +1,8 @@
 /* fpgalz4fs-cudabench: the GPU backend's figures on one input file, cut into independent
  * blocks of one size (the store's block size):
  *   kernel   the CUDA kernel alone, data already on the GPU: the whole file in one launch,
- *            and the engine's bricks launched back to back on one stream;
+ *            and the engine's bricks launched back to back on one stream, without and with
+ *            the GPU's check of its output (whose verdicts must agree with the host's);
  *   engine   the real engine (eng_open with engine=cuda, card only) with every transfer:
  *            the dispatcher's copy into pinned memory, copy in, kernel, drain, copy out;
  *            and again with the input in memory from eng_host_alloc ("direct": the GPU
@@ -15,6 +16,7 @@
  *                            [-t THREADS] FILE */
 #include <errno.h>
 #include <lz4.h>
+#include <xxhash.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -111,6 +113,7 @@ static int cb_check(cudaError_t e, const char *what)
 typedef struct {
     uint8_t *d_in, *d_out, *d_scratch;
     uint32_t *d_in_sizes, *d_sizes;
+    krn_cuda_verdict *d_verdicts;
     cudaStream_t st;
 } cb_gpu;
 
@@ -124,6 +127,8 @@ static int cb_gpu_setup(const cb_input *in, cb_gpu *g)
              cb_check(cudaMalloc((void **)&g->d_out, bytes), "malloc") ||
              cb_check(cudaMalloc((void **)&g->d_sizes, in->n_blocks * 4), "malloc") ||
              cb_check(cudaMalloc((void **)&g->d_in_sizes, in->n_blocks * 4), "malloc") ||
+             cb_check(cudaMalloc((void **)&g->d_verdicts,
+                                 in->n_blocks * sizeof(krn_cuda_verdict)), "malloc") ||
              cb_check(cudaMalloc((void **)&g->d_scratch,
                                  krn_cuda_scratch_bytes(in->n_blocks, in->bs)), "malloc") ||
              cb_check(cudaMemcpy(g->d_in, in->data, in->size, cudaMemcpyHostToDevice), "copy") ||
@@ -134,8 +139,10 @@ static int cb_gpu_setup(const cb_input *in, cb_gpu *g)
     return rc ? -1 : 0;
 }
 
-/* Runs the kernel over the file in launches of per_launch blocks; returns the best time. */
-static double cb_kernel_time(const cb_input *in, cb_gpu *g, uint32_t per_launch, unsigned reps)
+/* Runs the kernel (and with check, the GPU's check of its output after each launch) over
+ * the file in launches of per_launch blocks; returns the best time. */
+static double cb_kernel_time(const cb_input *in, cb_gpu *g, uint32_t per_launch, unsigned reps,
+                             int check)
 {
     cudaEvent_t a, b;
     cudaEventCreate(&a), cudaEventCreate(&b);
@@ -150,6 +157,10 @@ static double cb_kernel_time(const cb_input *in, cb_gpu *g, uint32_t per_launch,
             if (cb_check(krn_cuda_compress(g->d_in + o, g->d_in_sizes + j, g->d_out + o,
                                            g->d_sizes + j, n, in->bs, g->d_scratch + so, g->st,
                                            0), "launch"))
+                return -1;
+            if (check && cb_check(krn_cuda_check(g->d_in + o, g->d_in_sizes + j, g->d_out + o,
+                                                 g->d_sizes + j, g->d_verdicts + j, n, in->bs,
+                                                 g->d_scratch + so, g->st), "check launch"))
                 return -1;
         }
         cudaEventRecord(b, g->st);
@@ -183,6 +194,40 @@ static int cb_kernel_collect(const cb_input *in, cb_gpu *g, const char *what, do
     return rc;
 }
 
+/* Every block the GPU compressed must have its check say it decodes, with the sums the
+ * host computes of the same bytes: a check that fails good output (or passes it with wrong
+ * sums) fails the run. */
+static int cb_verdicts_agree(const cb_input *in, cb_gpu *g)
+{
+    size_t bytes = (size_t)in->n_blocks * in->bs;
+    uint8_t *out = malloc(bytes);
+    uint32_t *sizes = malloc(in->n_blocks * sizeof(uint32_t));
+    krn_cuda_verdict *v = malloc(in->n_blocks * sizeof(*v));
+    int rc = -1;
+    if (out && sizes && v &&
+        !cb_check(cudaMemcpy(out, g->d_out, bytes, cudaMemcpyDeviceToHost), "copy back") &&
+        !cb_check(cudaMemcpy(sizes, g->d_sizes, in->n_blocks * 4, cudaMemcpyDeviceToHost),
+                  "copy back") &&
+        !cb_check(cudaMemcpy(v, g->d_verdicts, in->n_blocks * sizeof(*v),
+                             cudaMemcpyDeviceToHost), "copy back")) {
+        uint32_t bad = 0, checked = 0;
+        for (uint32_t j = 0; j < in->n_blocks; j++) {
+            uint32_t len = cb_len(in, j);
+            if (sizes[j] == 0 || sizes[j] >= len)
+                continue;
+            checked++;
+            const uint8_t *src = in->data + (size_t)j * in->bs, *o = out + (size_t)j * in->bs;
+            bad += !v[j].decodes || v[j].src_sum != XXH32(src, len, 0) ||
+                   v[j].out_sum != XXH32(o, sizes[j], 0);
+        }
+        printf("%-28s %u compressed blocks checked on the GPU, %u disagree with the host\n",
+               "check", checked, bad);
+        rc = bad ? -1 : 0;
+    }
+    free(out), free(sizes), free(v);
+    return rc;
+}
+
 static int cb_kernel(const cb_input *in, const cb_opts *o)
 {
     cb_gpu g = {0};
@@ -191,13 +236,17 @@ static int cb_kernel(const cb_input *in, const cb_opts *o)
         return -1;
     printf("gpu: %s, %d SMs, sm_%d%d\n", p.name, p.multiProcessorCount, p.major, p.minor);
     uint32_t brick = CB_BRICK_BYTES / in->bs ? CB_BRICK_BYTES / in->bs : 1;
-    double t_all = cb_kernel_time(in, &g, in->n_blocks, o->repeat);
+    double t_all = cb_kernel_time(in, &g, in->n_blocks, o->repeat, 0);
     int rc = t_all < 0 ? -1 : cb_kernel_collect(in, &g, "kernel (one launch)", t_all);
-    double t_brick = rc ? -1 : cb_kernel_time(in, &g, brick, o->repeat);
+    double t_brick = rc ? -1 : cb_kernel_time(in, &g, brick, o->repeat, 0);
     if (t_brick < 0 || cb_kernel_collect(in, &g, "kernel (64 MiB bricks)", t_brick))
         rc = -1;
+    double t_check = rc ? -1 : cb_kernel_time(in, &g, brick, o->repeat, 1);
+    if (t_check < 0 || cb_kernel_collect(in, &g, "kernel+check (64 MiB)", t_check) ||
+        cb_verdicts_agree(in, &g))
+        rc = -1;
     cudaFree(g.d_in), cudaFree(g.d_out), cudaFree(g.d_sizes), cudaFree(g.d_in_sizes);
-    cudaFree(g.d_scratch), cudaStreamDestroy(g.st);
+    cudaFree(g.d_scratch), cudaFree(g.d_verdicts), cudaStreamDestroy(g.st);
     return rc;
 }
 
