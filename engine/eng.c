@@ -81,6 +81,7 @@ struct eng_ctx_s {
     eng_sw_pool *sw;
     unsigned n_cus, n_sets, capacity;
     uint32_t stride;
+    int card_checks;                   /* the card checks its own output (eng_bufset.checks) */
 
     pthread_mutex_t lock;              /* guards everything below */
     pthread_cond_t wake;               /* the dispatcher waits here for jobs */
@@ -500,11 +501,14 @@ static int eng_reap_all(eng_ctx *eng)
 
 /* How many pool threads may compress at once: all of them while the card rests; while it
  * works, half, so that its runs are verified as fast as they come back (a GPU's 13 GB/s
- * needs about six threads decoding at 2.2 GB/s each). */
+ * needs about six threads decoding at 2.2 GB/s each), or all but a quarter when the card
+ * checked them itself and the pool only compares sums (which the frames need anyway). */
 static unsigned eng_sw_room(const eng_ctx *eng, int resting)
 {
     unsigned n = eng_sw_threads(eng->sw);
-    return resting || eng->slots_in_flight == 0 ? n : (n + 1) / 2;
+    if (resting || eng->slots_in_flight == 0)
+        return n;
+    return eng->card_checks ? n - n / 4 : (n + 1) / 2;
 }
 
 /* How many of the first max queued jobs software should take while the card is busy
@@ -859,6 +863,7 @@ static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
     eng->capacity = eng->ops->capacity(eng->dev);
     if (eng->capacity > ENG_MAX_BRICK)
         eng->capacity = ENG_MAX_BRICK;
+    eng->card_checks = eng->ops->bufset(eng->dev, 0, 0)->checks != NULL;
     eng->queue = calloc(ENG_QUEUE_JOBS, sizeof(*eng->queue));
     eng->slots = calloc((size_t)eng->n_cus * eng->n_sets, sizeof(*eng->slots));
     eng->cus = calloc(eng->n_cus, sizeof(*eng->cus));

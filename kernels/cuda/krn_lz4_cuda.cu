@@ -19,9 +19,10 @@
  *   encode  one warp per sub-block writes its sequences, 32 at once (a warp scan places
  *           them), copying literals with the whole warp; the last sub-block of a block also
  *           writes the closing literal-only sequence.
- *   check   (krn_cuda_check) one warp per sub-block walks the sequences the encoder wrote
- *           for it against the input, the last also the closing literal run; one thread
- *           per block checks that the shares tile the block; then XXH32 of input and output.
+ *   check   (krn_cuda_check) one warp per sub-block checks the sequences the encoder wrote
+ *           for it against the input, the last also the closing literal run, while other
+ *           CTAs of the same launch take XXH32 of each input and output; then one thread
+ *           per block checks that the shares tile the block.
  *   drain   (krn_cuda_drain) copies the compressed bytes alone, 16 bytes a thread, to the
  *           host's buffers, so the way back carries a third of the input, not all of it.
  *
@@ -505,10 +506,90 @@ static __device__ __forceinline__ int krn_compressed(uint32_t len, uint32_t size
     return len > 0 && len <= stride && size > 0 && size < len;
 }
 
+#define KRN_P1 2654435761u
+#define KRN_P2 2246822519u
+#define KRN_P3 3266489917u
+#define KRN_P4 668265263u
+#define KRN_P5 374761393u
+#define KRN_SUM_STRIPES 256u           /* 16-byte stripes staged in shared memory at once */
+
+static __device__ __forceinline__ uint32_t krn_rotl(uint32_t x, uint32_t r)
+{
+    return __funnelshift_l(x, x, r);
+}
+
+/* XXH32 with seed 0 of n bytes at p (16-byte aligned), by one CTA of at least 64 threads:
+ * the warps after the first stage the next stripes in shared memory while lanes 0..3 of
+ * warp 0 run the four accumulators over the current ones (the hash is serial within each,
+ * about 0.4 ms for 1 MiB: hence its CTAs run beside the walk's, in the same launch). */
+static __device__ uint32_t krn_xxh32(const uint8_t *p, uint32_t n)
+{
+    __shared__ uint32_t stage[2][KRN_SUM_STRIPES * 4];
+    __shared__ uint32_t acc[4];
+    uint32_t t = threadIdx.x, stripes = n / 16u;
+    uint32_t chunks = (stripes + KRN_SUM_STRIPES - 1) / KRN_SUM_STRIPES;
+    uint32_t v = t == 0 ? KRN_P1 + KRN_P2 : t == 1 ? KRN_P2 : t == 2 ? 0u : 0u - KRN_P1;
+    const uint4 *src = (const uint4 *)p;
+    for (uint32_t c = 0; c <= chunks; c++) {
+        if (t >= 32 && c < chunks) {   /* stage chunk c */
+            uint32_t first = c * KRN_SUM_STRIPES, cnt = min(KRN_SUM_STRIPES, stripes - first);
+            uint4 *dst = (uint4 *)stage[c & 1];
+            for (uint32_t i = t - 32; i < cnt; i += blockDim.x - 32)
+                dst[i] = src[first + i];
+        }
+        if (t < 4 && c > 0) {          /* hash chunk c - 1 */
+            uint32_t first = (c - 1) * KRN_SUM_STRIPES, cnt = min(KRN_SUM_STRIPES, stripes - first);
+            const uint32_t *w = stage[(c - 1) & 1];
+            for (uint32_t i = 0; i < cnt; i++)
+                v = krn_rotl(v + w[4 * i + t] * KRN_P2, 13) * KRN_P1;
+        }
+        __syncthreads();
+    }
+    if (t < 4)
+        acc[t] = v;
+    __syncthreads();
+    uint32_t h = stripes ? krn_rotl(acc[0], 1) + krn_rotl(acc[1], 7) + krn_rotl(acc[2], 12) +
+                               krn_rotl(acc[3], 18)
+                         : KRN_P5;
+    h += n;
+    const uint8_t *q = p + (size_t)stripes * 16u;
+    uint32_t rem = n & 15u;
+    for (; rem >= 4u; rem -= 4u, q += 4) {
+        uint32_t w = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        h = krn_rotl(h + w * KRN_P3, 17) * KRN_P4;
+    }
+    for (; rem > 0; rem--, q++)
+        h = krn_rotl(h + *q * KRN_P5, 11) * KRN_P1;
+    h ^= h >> 15;
+    h *= KRN_P2;
+    h ^= h >> 13;
+    h *= KRN_P3;
+    return h ^ (h >> 16);
+}
+
+/* One CTA's sums: c = 2j hashes block j's input, 2j + 1 its compressed bytes. */
+static __device__ void krn_check_sums(const uint8_t *in, const uint32_t *in_sizes,
+                                      const uint8_t *out, const uint32_t *sizes,
+                                      krn_cuda_verdict *verdicts, uint32_t stride, uint32_t c)
+{
+    uint32_t j = c / 2, of_out = c % 2, len = in_sizes[j], size = sizes[j], h = 0;
+    if (krn_compressed(len, size, stride))
+        h = krn_xxh32((of_out ? out : in) + (size_t)j * stride, of_out ? size : len);
+    uint32_t *sum = of_out ? &verdicts[j].out_sum : &verdicts[j].src_sum;
+    if (threadIdx.x == 0)
+        *sum = h;
+}
+
+/* CTAs up to walk_ctas walk the shares, one warp each; the 2 * n_blocks after them hash. */
 __global__ void __launch_bounds__(KRN_WARPS * 32)
 krn_check_walk(const uint8_t *in, const uint32_t *in_sizes, const uint8_t *out,
-               const uint32_t *sizes, uint32_t n_blocks, uint32_t stride, krn_scratch sc)
+               const uint32_t *sizes, krn_cuda_verdict *verdicts, uint32_t n_blocks,
+               uint32_t stride, krn_scratch sc, uint32_t walk_ctas)
 {
+    if (blockIdx.x >= walk_ctas) {
+        krn_check_sums(in, in_sizes, out, sizes, verdicts, stride, blockIdx.x - walk_ctas);
+        return;
+    }
     uint32_t lane = threadIdx.x & 31u, nspb = krn_subs_per_block(stride);
     uint32_t gw = blockIdx.x * KRN_WARPS + (threadIdx.x >> 5);
     if (gw >= n_blocks * nspb)
@@ -566,79 +647,6 @@ __global__ void krn_check_join(const uint32_t *in_sizes, const uint32_t *sizes,
     verdicts[j].decodes = ok;
 }
 
-#define KRN_P1 2654435761u
-#define KRN_P2 2246822519u
-#define KRN_P3 3266489917u
-#define KRN_P4 668265263u
-#define KRN_P5 374761393u
-#define KRN_SUM_STRIPES 256u           /* 16-byte stripes staged in shared memory at once */
-
-static __device__ __forceinline__ uint32_t krn_rotl(uint32_t x, uint32_t r)
-{
-    return __funnelshift_l(x, x, r);
-}
-
-/* XXH32 with seed 0 of n bytes at p (16-byte aligned), by one CTA of 64 threads: warp 1
- * stages the next stripes in shared memory while lanes 0..3 of warp 0 run the four
- * accumulators over the current ones (the hash is serial within each). */
-static __device__ uint32_t krn_xxh32(const uint8_t *p, uint32_t n)
-{
-    __shared__ uint32_t stage[2][KRN_SUM_STRIPES * 4];
-    __shared__ uint32_t acc[4];
-    uint32_t t = threadIdx.x, stripes = n / 16u;
-    uint32_t chunks = (stripes + KRN_SUM_STRIPES - 1) / KRN_SUM_STRIPES;
-    uint32_t v = t == 0 ? KRN_P1 + KRN_P2 : t == 1 ? KRN_P2 : t == 2 ? 0u : 0u - KRN_P1;
-    const uint4 *src = (const uint4 *)p;
-    for (uint32_t c = 0; c <= chunks; c++) {
-        if (t >= 32 && c < chunks) {   /* stage chunk c */
-            uint32_t first = c * KRN_SUM_STRIPES, cnt = min(KRN_SUM_STRIPES, stripes - first);
-            uint4 *dst = (uint4 *)stage[c & 1];
-            for (uint32_t i = t - 32; i < cnt; i += 32)
-                dst[i] = src[first + i];
-        }
-        if (t < 4 && c > 0) {          /* hash chunk c - 1 */
-            uint32_t first = (c - 1) * KRN_SUM_STRIPES, cnt = min(KRN_SUM_STRIPES, stripes - first);
-            const uint32_t *w = stage[(c - 1) & 1];
-            for (uint32_t i = 0; i < cnt; i++)
-                v = krn_rotl(v + w[4 * i + t] * KRN_P2, 13) * KRN_P1;
-        }
-        __syncthreads();
-    }
-    if (t < 4)
-        acc[t] = v;
-    __syncthreads();
-    uint32_t h = stripes ? krn_rotl(acc[0], 1) + krn_rotl(acc[1], 7) + krn_rotl(acc[2], 12) +
-                               krn_rotl(acc[3], 18)
-                         : KRN_P5;
-    h += n;
-    const uint8_t *q = p + (size_t)stripes * 16u;
-    uint32_t rem = n & 15u;
-    for (; rem >= 4u; rem -= 4u, q += 4) {
-        uint32_t w = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-        h = krn_rotl(h + w * KRN_P3, 17) * KRN_P4;
-    }
-    for (; rem > 0; rem--, q++)
-        h = krn_rotl(h + *q * KRN_P5, 11) * KRN_P1;
-    h ^= h >> 15;
-    h *= KRN_P2;
-    h ^= h >> 13;
-    h *= KRN_P3;
-    return h ^ (h >> 16);
-}
-
-/* Grid (n_blocks, 2): y = 0 hashes the input, y = 1 the compressed bytes. */
-__global__ void __launch_bounds__(64)
-krn_check_sums(const uint8_t *in, const uint32_t *in_sizes, const uint8_t *out,
-               const uint32_t *sizes, krn_cuda_verdict *verdicts, uint32_t stride)
-{
-    uint32_t j = blockIdx.x, len = in_sizes[j], size = sizes[j], h = 0;
-    if (krn_compressed(len, size, stride))
-        h = krn_xxh32((blockIdx.y ? out : in) + (size_t)j * stride, blockIdx.y ? size : len);
-    uint32_t *sum = blockIdx.y ? &verdicts[j].out_sum : &verdicts[j].src_sum;
-    if (threadIdx.x == 0)
-        *sum = h;
-}
-
 extern "C" cudaError_t krn_cuda_check(const uint8_t *in, const uint32_t *in_sizes,
                                       const uint8_t *out, const uint32_t *sizes,
                                       krn_cuda_verdict *verdicts, uint32_t n_blocks,
@@ -649,12 +657,10 @@ extern "C" cudaError_t krn_cuda_check(const uint8_t *in, const uint32_t *in_size
     krn_scratch sc = krn_carve(scratch, n_blocks, stride);
     uint32_t warps = n_blocks * krn_subs_per_block(stride);
     uint32_t ctas = (warps + KRN_WARPS - 1) / KRN_WARPS;
-    krn_check_walk<<<ctas, KRN_WARPS * 32u, 0, stream>>>(in, in_sizes, out, sizes, n_blocks,
-                                                          stride, sc);
+    krn_check_walk<<<ctas + 2 * n_blocks, KRN_WARPS * 32u, 0, stream>>>(
+        in, in_sizes, out, sizes, verdicts, n_blocks, stride, sc, ctas);
     krn_check_join<<<(n_blocks + 127) / 128, 128, 0, stream>>>(in_sizes, sizes, verdicts,
                                                                n_blocks, stride, sc);
-    krn_check_sums<<<dim3(n_blocks, 2), 64, 0, stream>>>(in, in_sizes, out, sizes, verdicts,
-                                                         stride);
     return cudaGetLastError();
 }
 
