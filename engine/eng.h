@@ -7,9 +7,11 @@
  * kernel) and sent to an accelerator card through N buffer sets per compute unit, so that
  * filling and collecting overlap the card's compute; when every buffer set is in flight, a
  * brick goes to the software pool instead of waiting, and so does anything the card failed
- * or that is too small to be worth a card run. Every block a card compressed is decoded on
- * the pool and checked against its input's checksum before its caller sees it: a wrong one
- * is compressed again in software (verify_failed), never returned. Each job's output is a
+ * or that is too small to be worth a card run. Every block a card compressed is checked on
+ * the pool before its caller sees it (decoded and compared with its input, or, for a card
+ * that checks its own output, the card's verdict and sums compared with the input's and
+ * output's sums there): a wrong one is compressed again in software (verify_failed), never
+ * returned. Each job's output is a
  * raw LZ4 block (no size prefix); when the block does not shrink (out_len >= len) the caller
  * stores it raw. */
 #ifndef FPGALZ4FS_ENG_H
