@@ -300,19 +300,28 @@ static __device__ uint32_t krn_scan(uint32_t v, uint32_t lane)
     return v;
 }
 
+/* Sequence i of a sub-block starting at s, as parse recorded it (the first one's literals
+ * run from where the sub-block before left off); all 0 past the last. */
+static __device__ void krn_seq_at(const uint2 *sq, const krn_sub *si, uint32_t s, uint32_t i,
+                                  uint32_t *lits, uint32_t *ml, uint32_t *off)
+{
+    *lits = *ml = *off = 0;
+    if (i >= si->n_seq)
+        return;
+    uint2 q = sq[i];
+    *lits = i == 0 ? s + si->lit0 - si->anchor : (q.x & 0xFFFFu);
+    *ml = q.x >> 16;
+    *off = q.y;
+}
+
 /* Writes the sub-block's sequences, 32 at a time: lane t places sequence g+t. */
 static __device__ void krn_encode_seqs(const uint8_t *b, uint8_t *o, const uint2 *sq,
                                        const krn_sub *si, uint32_t s, uint32_t lane)
 {
     uint32_t in_pos = si->anchor, out_pos = si->off;
     for (uint32_t g = 0; g < si->n_seq; g += 32) {
-        uint32_t i = g + lane, lits = 0, ml = 0, offv = 0;
-        if (i < si->n_seq) {
-            uint2 q = sq[i];
-            lits = i == 0 ? s + si->lit0 - si->anchor : (q.x & 0xFFFFu);
-            ml = q.x >> 16;
-            offv = q.y;
-        }
+        uint32_t i = g + lane, lits, ml, offv;
+        krn_seq_at(sq, si, s, i, &lits, &ml, &offv);
         uint32_t hl = 1u + krn_lext(lits);
         uint32_t adv = lits + ml, sz = ml ? hl + lits + 2u + krn_mext(ml) : 0;
         uint32_t adv_in = krn_scan(adv, lane), sz_in = krn_scan(sz, lane);
@@ -463,13 +472,8 @@ static __device__ int krn_check_share(const uint8_t *b, uint32_t len, const uint
     uint32_t in_pos = si->anchor, out_pos = si->off;
     int ok = in_pos <= len && si->n_seq <= KRN_SEQ_CAP;
     for (uint32_t g = 0; g < si->n_seq && ok; g += 32) {
-        uint32_t i = g + lane, lits = 0, ml = 0, off = 0;
-        if (i < si->n_seq) {
-            uint2 q = sq[i];
-            lits = i == 0 ? s + si->lit0 - si->anchor : (q.x & 0xFFFFu);
-            ml = q.x >> 16;
-            off = q.y;
-        }
+        uint32_t i = g + lane, lits, ml, off;
+        krn_seq_at(sq, si, s, i, &lits, &ml, &off);
         uint32_t hl = 1u + krn_lext(lits), ms = ml - KRN_MINMATCH;
         uint32_t adv = lits + ml, sz = ml ? hl + lits + 2u + krn_mext(ml) : 0;
         uint32_t adv_in = krn_scan(adv, lane), sz_in = krn_scan(sz, lane);

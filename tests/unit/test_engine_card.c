@@ -562,6 +562,18 @@ static void test_injected_errors(void **state)
     eng_close(eng);
 }
 
+/* Every job (all asked for sums) has the checksums of the bytes it holds. */
+static void expect_sums(const jobset *js)
+{
+    for (size_t i = 0; i < js->n; i++) {
+        const eng_job *j = &js->jobs[i];
+        assert_true(j->sums_done);
+        assert_int_equal(j->src_sum, XXH32(j->src, j->len, 0));
+        if (j->out_len < j->len)
+            assert_int_equal(j->out_sum, XXH32(j->dst, j->out_len, 0));
+    }
+}
+
 /* A card that returns wrong bytes with plausible sizes (one flipped byte in a compressed
  * block of every run): every job still decodes to its input, the wrong blocks are counted
  * and redone in software, and what the sums say is the checksums of the bytes kept. With
@@ -583,13 +595,7 @@ static void silent_corruption(int card_check)
         tally t = {0};
         eng_compress(eng, js.jobs, js.n);
         assert_int_equal(jobset_check(&js, &t, "card with silent corruption"), 0);
-        for (size_t i = 0; i < js.n; i++) {
-            const eng_job *j = &js.jobs[i];
-            assert_true(j->sums_done);
-            assert_int_equal(j->src_sum, XXH32(j->src, j->len, 0));
-            if (j->out_len < j->len)
-                assert_int_equal(j->out_sum, XXH32(j->dst, j->out_len, 0));
-        }
+        expect_sums(&js);
         jobset_free(&js);
     }
     eng_stats st;
@@ -633,13 +639,7 @@ static void verify_good_card(int card_check)
     }
     eng_compress(eng, js.jobs, js.n);
     assert_int_equal(jobset_check(&js, NULL, "good card"), 0);
-    for (size_t i = 0; i < js.n; i++) {
-        const eng_job *j = &js.jobs[i];
-        assert_true(j->sums_done);
-        assert_int_equal(j->src_sum, XXH32(j->src, j->len, 0));
-        if (j->out_len < j->len)
-            assert_int_equal(j->out_sum, XXH32(j->dst, j->out_len, 0));
-    }
+    expect_sums(&js);
     eng_stats st;
     eng_get_stats(eng, &st);
     assert_true(st.blocks_card > 0);
