@@ -27,7 +27,8 @@ if(FPGALZ4FS_CUDA AND CMAKE_CUDA_COMPILER)
 
   # The kernel, shared by the plugin and the benchmark. The project's warning and sanitizer
   # options are the host compiler's: they stay off nvcc's command line.
-  add_library(fpgalz4fs_cuda_kernel OBJECT kernels/cuda/krn_lz4_cuda.cu)
+  add_library(fpgalz4fs_cuda_kernel OBJECT kernels/cuda/krn_lz4_cuda.cu
+    kernels/cuda/krn_check_cuda.cu)
   set_target_properties(fpgalz4fs_cuda_kernel PROPERTIES
     POSITION_INDEPENDENT_CODE ON
     COMPILE_OPTIONS "")
