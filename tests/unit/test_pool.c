@@ -78,7 +78,7 @@ static reports run_one(uint32_t from_card, one_job *j, uint64_t *ps_per_byte)
         fail_msg("eng_sw_open: %s", err);
     assert_int_equal(eng_sw_threads(p), 2);
     assert_int_equal(eng_sw_ps_per_byte(p), 0);
-    eng_brick b = {.tasks = {{&j->job, NULL}}, .n = 1, .from_card = from_card};
+    eng_brick b = {.tasks = {{.job = &j->job}}, .n = 1, .from_card = from_card};
     eng_sw_add(p, &b);
     wait_reports(&r, 1);
     if (ps_per_byte)
@@ -128,8 +128,8 @@ static void test_try_add_refuses_when_full(void **state)
     eng_sw_pool *p = eng_sw_open(1, on_done, &r, err, sizeof(err));
     assert_non_null(p);
     one_job *a = job_new(), *b = job_new();
-    eng_brick ba = {.tasks = {{&a->job, NULL}}, .n = 1};
-    eng_brick bb = {.tasks = {{&b->job, NULL}}, .n = 1};
+    eng_brick ba = {.tasks = {{.job = &a->job}}, .n = 1};
+    eng_brick bb = {.tasks = {{.job = &b->job}}, .n = 1};
     assert_int_equal(eng_sw_try_add(p, &ba, 0), 0);   /* no room for compressing at all */
     assert_int_equal(eng_sw_try_add(p, &ba, 4), 1);
     wait_reports(&r, 1);               /* its thread is now held in on_done */
