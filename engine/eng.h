@@ -11,9 +11,8 @@
  * the pool before its caller sees it (decoded and compared with its input, or, for a card
  * that checks its own output, the card's verdict and sums compared with the input's and
  * output's sums there): a wrong one is compressed again in software (verify_failed), never
- * returned. Each job's output is a
- * raw LZ4 block (no size prefix); when the block does not shrink (out_len >= len) the caller
- * stores it raw. */
+ * returned. Each job's output is a raw LZ4 block (no size prefix); when the block does not
+ * shrink (out_len >= len) the caller stores it raw. */
 #ifndef FPGALZ4FS_ENG_H
 #define FPGALZ4FS_ENG_H
 
