@@ -79,8 +79,11 @@ static int eng_sw_card_check_holds(eng_job *job, const eng_card_check *c)
 int eng_sw_verify_task(eng_task *t, uint8_t **scratch, uint32_t *scratch_cap)
 {
     eng_job *job = t->job;
-    if (job->out_len >= job->len)      /* stored raw: the input itself, nothing to check */
+    if (job->out_len >= job->len) {    /* stored raw: the input itself, nothing to check */
+        if (job->want_sums)            /* but its frame's checksum, made here as for any */
+            eng_sw_sums(job);
         return 0;
+    }
     if (t->card_checked) {
         if (eng_sw_card_check_holds(job, &t->card))
             return 0;

@@ -625,7 +625,8 @@ static void test_silent_corruption_caught_on_card(void **state)
 }
 
 /* A correct card: verification finds nothing, whether the card checks its own output or
- * the pool decodes it; the sums are the frame's either way. */
+ * the pool decodes it; the sums are the frame's either way, for blocks stored raw (noise)
+ * too. */
 static void verify_good_card(int card_check)
 {
     eng_config c = emu_cfg();
@@ -634,7 +635,7 @@ static void verify_good_card(int card_check)
     jobset js;
     jobset_init(&js, 16);
     for (size_t i = 0; i < js.n; i++) {
-        jobset_set(&js, i, BS, K_TEXT, 900 + i);
+        jobset_set(&js, i, BS, i % 4 == 3 ? K_NOISE : K_TEXT, 900 + i);
         js.jobs[i].want_sums = 1;
     }
     eng_compress(eng, js.jobs, js.n);
