@@ -433,13 +433,16 @@ static int ff_rec_fold_block(ff_file *f, uint64_t i)
 }
 
 /* Folds the records of every stored slot into new frames: each such block is made dirty
- * whole (no record takes it) and committed, 16 MiB of blocks at a time. */
-static int ff_rec_fold_all(ff_file *f, uint64_t *folded)
+ * whole (no record takes it) and committed, 16 MiB of blocks at a time. A slot that cannot
+ * be read (a damaged frame or padding: its reads give EIO too) is left as it is and counted
+ * in *left, so that the file keeps saying it may hold records. */
+static int ff_rec_fold_all(ff_file *f, uint64_t *folded, uint64_t *left)
 {
     int rc = 0;
     for (uint64_t i = 0; rc == 0 && i < f->n_stored; i++) {
         int dirtied = ff_rec_fold_block(f, i);
-        rc = dirtied < 0 ? dirtied : 0;
+        *left += dirtied == -EIO;
+        rc = dirtied < 0 && dirtied != -EIO ? dirtied : 0;
         *folded += dirtied > 0;
         if (dirtied > 0 && (uint64_t)f->n_dirty * f->bs >= FF_REC_FOLD_BYTES)
             rc = ff_commit(f, 0, FF_COMMIT_FULL);
@@ -467,12 +470,18 @@ int ff_rec_fold(ff_file *f)
     if (f->env->opt.read_only || f->version != FMT_VERSION_4 || (!f->rec_old && !f->rec_flag))
         return 0;                      /* no record was written since the last fold */
     int rc = ff_rec_table(f);
-    uint64_t folded = 0;
+    uint64_t folded = 0, left = 0;
     if (rc == 0)
-        rc = ff_rec_fold_all(f, &folded);
+        rc = ff_rec_fold_all(f, &folded, &left);
     f->env->n.records_folded += folded;
     if (rc < 0)
         return rc;
+    if (left) {                        /* the flag stays: later opens still look for records */
+        lg_printf(f->env->log, LG_WARN, "%s: %llu damaged slot(s) left unfolded (reads of "
+                  "them fail with EIO; fsck.fpgalz4fs repairs what it can)", ff_name(f),
+                  (unsigned long long)left);
+        return 0;
+    }
     /* unsynced: an open after a crash walks the slots of a file the lost session changed,
      * flag or not (ff2_load) */
     uint8_t none[4];
