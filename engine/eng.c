@@ -27,6 +27,9 @@
                                           more than the compression (a small file's close) */
 #define ENG_QUEUE_JOBS 1024u           /* jobs waiting for a brick */
 #define ENG_POLL_NS 100000u            /* dispatcher poll period while runs are in flight */
+#define ENG_FILL_LEAD_NS (2ull * ENG_POLL_NS) /* a waiting brick starts this much before the
+                                          card is expected to run out of work, besides its
+                                          own fill time: the dispatcher looks this often */
 #define ENG_OFF_POLL_NS 10000000u      /* and while only written-off sets are out */
 #define ENG_IDLE_WINDOW_NS 10000000ull /* the card's idle share is sampled this often */
 #define ENG_IDLE_PAUSE_NS 20000000ull  /* an idle gap this long is a pause, not keeping up */
@@ -55,6 +58,8 @@ typedef struct {
     uint64_t last_done_ns;             /* when its latest run was collected */
     uint64_t idle_since_ns;            /* when in_flight last dropped to 0 */
     uint64_t idle_ns;                  /* idle time before idle_since_ns */
+    uint64_t busy_until_ns;            /* when the runs started on it are expected to end,
+                                          at the card's measured rate */
 } eng_cu;
 
 typedef struct {
@@ -96,6 +101,8 @@ struct eng_ctx_s {
     uint64_t in_flight_bytes;          /* input bytes of the runs in flight */
     uint64_t card_ps_per_byte;         /* the card's measured rate (dispatcher only) */
     uint64_t card_best_ps;             /* its best run of late (eng_sched_best) */
+    uint64_t start_ps_per_byte;        /* filling and starting a run, per input byte */
+    uint64_t fill_ns;                  /* cfg.fill_us; 0: bricks start at once */
     uint64_t win_start_ns, win_idle_ns; /* the window the card's idle share is sampled over */
     uint32_t card_idle_ppm;            /* that share of late (dispatcher only) */
     uint64_t backoff_ns, backoff_until_ns;
@@ -558,6 +565,38 @@ static int eng_sw_split(eng_ctx *eng)
     return 1;
 }
 
+/* A run of bytes starts on compute unit cu: when the card will have finished what that unit
+ * holds, at its measured rate (it takes a unit's runs one after the other). Lock held. */
+static void eng_cu_plan(eng_ctx *eng, unsigned cu, uint64_t bytes, uint64_t now)
+{
+    eng_cu *c = &eng->cus[cu];
+    uint64_t from = c->busy_until_ns > now ? c->busy_until_ns : now;
+    c->busy_until_ns = from + bytes * eng->card_ps_per_byte / 1000;
+}
+
+/* How long the queued jobs wait for more before they start as a brick (eng_sched.c). Before
+ * the card's rate is known, or while stopping, nothing waits. Lock held. */
+static uint64_t eng_fill_wait(const eng_ctx *eng, uint64_t now)
+{
+    if (!eng->fill_ns || eng->stopping || eng->card_ps_per_byte == 0 || eng->q_count == 0)
+        return 0;
+    uint64_t free_ns = UINT64_MAX;
+    for (unsigned cu = 0; cu < eng->n_cus; cu++) {
+        const eng_cu *c = &eng->cus[cu];
+        if (c->in_flight == 0)
+            return 0;
+        free_ns = c->busy_until_ns < free_ns ? c->busy_until_ns : free_ns;
+    }
+    eng_fill f = {.now_ns = now,
+                  .head_ns = eng->queue[eng->q_head].queued_ns,
+                  .fill_ns = eng->fill_ns,
+                  .card_free_ns = free_ns,
+                  .start_ns = eng->q_bytes * eng->start_ps_per_byte / 1000 + ENG_FILL_LEAD_NS,
+                  .queued = eng->q_count,
+                  .capacity = eng->capacity};
+    return eng_sched_fill_wait(&f);
+}
+
 /* Sends one brick somewhere if it can; 0 when both the card and the pool are full, or when
  * the jobs are better left for the card. Called and returns with the lock held. */
 static int eng_dispatch_one(eng_ctx *eng)
@@ -570,14 +609,21 @@ static int eng_dispatch_one(eng_ctx *eng)
         eng->queue[eng->q_head].job->src_host && eng_sw_split(eng))
         return 1;
     if (!resting && eng_free_slot(eng, &cu, &set) == 0) {
+        if (eng_fill_wait(eng, now) > 0)
+            return 0;                  /* more jobs may join before the card needs them */
         eng_slot *s = eng_slot_at(eng, cu, set);
         s->bytes = eng_take_brick(eng, &s->brick, eng->capacity);
         s->state = ENG_SLOT_RUNNING, s->started_ns = now, eng->slots_in_flight++;
         eng->in_flight_bytes += s->bytes;
         eng_cu_busy(eng, cu, +1, now);
+        eng_cu_plan(eng, cu, s->bytes, now);
         pthread_mutex_unlock(&eng->lock);
         int rc = eng_fill_and_start(eng, cu, set, &s->brick);
+        uint64_t took = eng_now_ns() - now;
         pthread_mutex_lock(&eng->lock);
+        if (s->bytes)
+            eng->start_ps_per_byte = eng_sched_ewma(eng->start_ps_per_byte,
+                                                    took * 1000 / s->bytes);
         if (rc < 0) {                  /* work it queued may still run on the card */
             eng_slot_end(eng, cu, s, 1, now);
             eng_fault_unlocked(eng, s, now);
@@ -679,13 +725,14 @@ static void eng_compress_card(eng_ctx *eng, eng_job *jobs, size_t n_jobs, eng_ti
         eng_finish(eng, &b);
     }
     pthread_mutex_lock(&eng->lock);
+    uint64_t now = eng_now_ns();
     for (size_t i = 0; i < n_jobs; i++) {
         if (jobs[i].len < ENG_SMALL_JOB || jobs[i].len > eng->stride)
             continue;
         while (eng->q_count == ENG_QUEUE_JOBS)
             pthread_cond_wait(&eng->room, &eng->lock);
         eng->queue[(eng->q_head + eng->q_count++) % ENG_QUEUE_JOBS] =
-            (eng_task){.job = &jobs[i], .call = call};
+            (eng_task){.job = &jobs[i], .call = call, .queued_ns = now};
         eng->q_bytes += jobs[i].len;
         pthread_cond_signal(&eng->wake);
     }
@@ -837,6 +884,8 @@ static void eng_defaults(eng_config *c)
         c->emu_card_mbps = 200;
     if (c->emu_pcie_mbps <= 0)
         c->emu_pcie_mbps = 10000;
+    if (!c->fill_us)
+        c->fill_us = ENG_FILL_US_DEFAULT;
 }
 
 static int eng_open_card(eng_ctx *eng, char *err, size_t err_cap)
@@ -897,6 +946,7 @@ eng_ctx *eng_open(const eng_config *cfg, char *err, size_t err_cap)
         eng->cfg = *cfg;
     eng_defaults(&eng->cfg);
     eng->stride = eng->cfg.block_size;
+    eng->fill_ns = eng->cfg.fill_us == ENG_FILL_NEVER ? 0 : eng->cfg.fill_us * 1000ull;
     eng->capacity = ENG_SW_BRICK;      /* the software pool's brick: one xilLz4Compress run */
     pthread_mutex_init(&eng->lock, NULL);
     pthread_cond_init(&eng->wake, NULL);

@@ -50,11 +50,20 @@ typedef struct {
                                           pool compares sums instead of decoding */
     int card_only;                     /* bricks wait for the card instead of falling back
                                           when it is busy (to measure the card alone) */
+    unsigned fill_us;                  /* while the card is busy, a brick short of its
+                                          capacity waits up to this long for more jobs, and
+                                          starts when the card is about to run out of work
+                                          (seed 003: fewer, fuller runs); 0 means
+                                          ENG_FILL_US_DEFAULT, ENG_FILL_NEVER starts it at
+                                          once */
     const char *xclbin;                /* XRT: the xclbin to load (absolute path) */
     unsigned device;                   /* XRT, CUDA: the device index */
     int xrt_kernel_model;              /* XRT under the noop shim: run the reference kernel
                                           over the buffers when a run completes */
 } eng_config;
+
+#define ENG_FILL_US_DEFAULT 2000u
+#define ENG_FILL_NEVER 0xFFFFFFFFu
 
 typedef struct {
     const uint8_t *src;                /* input bytes of one block */

@@ -24,6 +24,7 @@ typedef struct {
 typedef struct {
     eng_job *job;                      /* the caller's job */
     eng_ticket *call;                  /* whom to tell when it is done */
+    uint64_t queued_ns;                /* when it joined the dispatcher's queue */
     int card_checked;                  /* a card's block with the card's own check in card */
     eng_card_check card;
 } eng_task;
@@ -91,6 +92,24 @@ uint64_t eng_sched_best(uint64_t best, uint64_t sample);
 /* The idle share after a window of span_ns in which the card was idle idle_ns (summed over
  * compute units, span likewise): half the old share, half this window's. */
 uint32_t eng_sched_idle_ppm(uint32_t old, uint64_t idle_ns, uint64_t span_ns);
+
+/* What decides whether a brick short of its capacity starts now (eng_sched_fill_wait). */
+typedef struct {
+    uint64_t now_ns;
+    uint64_t head_ns;                  /* when the oldest queued job was queued */
+    uint64_t fill_ns;                  /* the longest a job waits for more to join it */
+    uint64_t card_free_ns;             /* when the card is expected to have finished the runs
+                                          it holds; 0: a compute unit holds none */
+    uint64_t start_ns;                 /* what filling and starting the brick takes */
+    unsigned queued, capacity;         /* jobs queued, and how many a brick takes */
+} eng_fill;
+
+/* How long, from now, the queued jobs should wait for more before they start as a brick: 0
+ * for a full brick, a card with an idle compute unit, or fill_ns 0; otherwise until the
+ * earlier of the oldest job's bound and the moment the brick must start so that the card
+ * does not run out of work (a run started earlier would only queue behind the card's
+ * others, with fewer blocks; seed 003's fewer dispatches). */
+uint64_t eng_sched_fill_wait(const eng_fill *f);
 
 /* ---- software pool (eng_sw.c): POOL_add / POOL_tryAdd in zstd's manner ---- */
 

@@ -70,3 +70,14 @@ uint64_t eng_sched_best(uint64_t best, uint64_t sample)
     uint64_t drift = best + best / 64;
     return best && drift < sample ? drift : sample;
 }
+
+uint64_t eng_sched_fill_wait(const eng_fill *f)
+{
+    if (f->fill_ns == 0 || f->queued >= f->capacity || f->card_free_ns == 0)
+        return 0;
+    uint64_t until = f->head_ns + f->fill_ns;
+    uint64_t start_by = f->card_free_ns > f->start_ns ? f->card_free_ns - f->start_ns : 0;
+    if (start_by < until)
+        until = start_by;
+    return until > f->now_ns ? until - f->now_ns : 0;
+}

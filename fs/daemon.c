@@ -216,7 +216,8 @@ static int dm_open_engine(struct fs_daemon *dm)
                      .emu_card_check = (int)c->emu_card_check, .xclbin = c->xclbin,
                      .device = (unsigned)c->device,
                      .xrt_kernel_model = (int)c->xrt_kernel_model,
-                     .card_only = (int)c->card_only};
+                     .card_only = (int)c->card_only,
+                     .fill_us = c->card_fill_us ? (unsigned)c->card_fill_us : ENG_FILL_NEVER};
     if (c->xrt_kernel_model && c->backend != ENG_BACKEND_XRT)
         return dm_fail(dm, "xrt_kernel_model=1 needs engine=xrt");
     if (c->card_only && (c->backend == ENG_BACKEND_SW || c->engine_auto))

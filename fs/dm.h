@@ -25,6 +25,8 @@ struct dm_opts {
     char *device;                      /* XRT: device index */
     char *xrt_kernel_model;            /* XRT noop shim: run the reference kernel */
     char *card_only;                   /* bricks wait for the card, never go to software */
+    char *card_fill_us;                /* how long a brick may wait to fill while the card
+                                          is busy */
     char *emu_card_mbps;               /* emulated card: kernel rate */
     char *emu_pcie_mbps;               /* emulated card: PCIe rate each way */
     char *emu_error_rate;              /* emulated card: fraction of runs that fail */
@@ -58,6 +60,7 @@ struct dm_config {
     unsigned long long device;
     unsigned long long xrt_kernel_model;
     unsigned long long card_only;
+    unsigned long long card_fill_us;   /* 0: bricks start at once */
     unsigned long long emu_card_mbps;
     unsigned long long emu_pcie_mbps;
     double emu_error_rate;

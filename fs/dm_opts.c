@@ -32,6 +32,7 @@ static const struct fuse_opt dm_specs[] = {
     DM_OPT("device=%s", device),
     DM_OPT("xrt_kernel_model=%s", xrt_kernel_model),
     DM_OPT("card_only=%s", card_only),
+    DM_OPT("card_fill_us=%s", card_fill_us),
     DM_OPT("emu_card_mbps=%s", emu_card_mbps),
     DM_OPT("emu_pcie_mbps=%s", emu_pcie_mbps),
     DM_OPT("emu_error_rate=%s", emu_error_rate),
@@ -102,6 +103,8 @@ void dm_usage(FILE *out)
             "  device=N               XRT: device index (0)\n"
             "  xrt_kernel_model=0|1   XRT noop shim: run the reference kernel (0)\n"
             "  card_only=0|1          a card's bricks wait for it, never go to software (0)\n"
+            "  card_fill_us=N         while the card is busy, a brick waits up to N us to fill\n"
+            "                         (2000; 0: starts at once)\n"
             "  emu_card_mbps=N        emulated card: modelled kernel rate (200)\n"
             "  emu_pcie_mbps=N        emulated card: modelled PCIe rate each way (10000)\n"
             "  emu_error_rate=F       emulated card: fraction of runs that fail, 0..1 (0)\n"
@@ -282,6 +285,7 @@ static int dm_check(struct fs_daemon *dm)
     struct dm_config *c = &dm->cfg;
     c->bufsets = 0;                    /* the engine's default for the backend */
     c->card_timeout_ms = 5000;
+    c->card_fill_us = ENG_FILL_US_DEFAULT;
     c->emu_card_mbps = 200;
     c->emu_pcie_mbps = 10000;
     c->mem_mb = dm_default_mem_mb(DM_MEM_MB_PER_CORE);
@@ -293,6 +297,7 @@ static int dm_check(struct fs_daemon *dm)
         dm_uint("device", o->device, 0, 1023, &c->device) ||
         dm_uint("xrt_kernel_model", o->xrt_kernel_model, 0, 1, &c->xrt_kernel_model) ||
         dm_uint("card_only", o->card_only, 0, 1, &c->card_only) ||
+        dm_uint("card_fill_us", o->card_fill_us, 0, 1000000, &c->card_fill_us) ||
         dm_uint("emu_card_mbps", o->emu_card_mbps, 1, 1000000, &c->emu_card_mbps) ||
         dm_uint("emu_pcie_mbps", o->emu_pcie_mbps, 1, 1000000, &c->emu_pcie_mbps) ||
         dm_rate("emu_error_rate", o->emu_error_rate, &c->emu_error_rate) ||
@@ -327,7 +332,8 @@ void dm_opts_free(struct fs_daemon *dm)
     free(dm->cfg.log);
     char **strs[] = {&dm->opt.engine, &dm->opt.sw_threads, &dm->opt.cus, &dm->opt.bufsets,
                      &dm->opt.card_timeout_ms, &dm->opt.xclbin, &dm->opt.device,
-                     &dm->opt.xrt_kernel_model, &dm->opt.card_only, &dm->opt.emu_card_mbps,
+                     &dm->opt.xrt_kernel_model, &dm->opt.card_only, &dm->opt.card_fill_us,
+                     &dm->opt.emu_card_mbps,
                      &dm->opt.emu_pcie_mbps,
                      &dm->opt.emu_error_rate, &dm->opt.emu_hang_rate, &dm->opt.emu_corrupt_rate,
                      &dm->opt.emu_vanish_after, &dm->opt.emu_card_check, &dm->opt.mem_mb,

@@ -138,6 +138,19 @@ if check "card_only: mount" mount_store "engine=emu,card_only=1,emu_card_mbps=40
     check "card_only: unmount" umount_store
 fi
 
+# card_fill_us: bricks that start at once (0) and bricks that may wait a long time to fill
+# (a second): the data are right either way.
+for fill in 0 1000000; do
+    rm -rf "$BACKING"; mkdir -p "$BACKING"
+    if check "card_fill_us=$fill: mount" mount_store "engine=emu,card_fill_us=$fill,emu_card_mbps=400"; then
+        check "card_fill_us=$fill: copy" cp -r "$SRC" "$MNT/copy"
+        check "card_fill_us=$fill: copy identical" diff -r "$SRC" "$MNT/copy"
+        S=$(stats "$MNT")
+        check "card_fill_us=$fill: the card compressed" expect_counter "$S" blocks_card -gt 0
+        check "card_fill_us=$fill: unmount" umount_store
+    fi
+done
+
 # ---------------------------------------------------------------- option checks
 check_fails "emu_corrupt_rate=2 is refused" mount_store "engine=emu,emu_corrupt_rate=2"
 check "the refusal names the option" grep -q 'emu_corrupt_rate' <<<"$LAST_MOUNT_OUT"
@@ -150,5 +163,8 @@ check_fails "card_only=1 with engine=sw is refused" mount_store "engine=sw,card_
 check "the refusal names the option" grep -q 'card_only' <<<"$LAST_MOUNT_OUT"
 check_fails "card_only=2 is refused" mount_store "engine=emu,card_only=2"
 check "the refusal names the option" grep -q 'card_only' <<<"$LAST_MOUNT_OUT"
+check_fails "card_fill_us=1000001 is refused" mount_store "engine=emu,card_fill_us=1000001"
+check "the refusal names the option" grep -q 'card_fill_us' <<<"$LAST_MOUNT_OUT"
+check_fails "card_fill_us=x is refused" mount_store "engine=emu,card_fill_us=x"
 
 finish

@@ -534,6 +534,52 @@ static void test_card_only_never_busy(void **state)
     eng_close(eng);
 }
 
+/* While the card runs a full brick, 7 jobs arrive one call at a time, the first a little
+ * before the others. Waiting to fill (fill_us), they start together as one brick when the
+ * card is about to finish; starting at once (ENG_FILL_NEVER), the first goes alone into the
+ * free set. A slow card (a run of 8 blocks is about 100 ms) keeps the timing far from the
+ * 5 ms the test sleeps. Returns the card's bricks of those 7 jobs. */
+static uint64_t bricks_for_late_jobs(unsigned fill_us)
+{
+    eng_config c = emu_cfg();
+    c.emu_card_mbps = 5;
+    c.bufsets = 2;
+    c.card_only = 1;
+    c.fill_us = fill_us;
+    eng_ctx *eng = open_cfg(&c);
+    jobset js;
+    jobset_init(&js, 23);              /* 8 to measure, 8 that keep the card busy, 7 late */
+    for (size_t i = 0; i < js.n; i++)
+        jobset_set(&js, i, BS, K_TEXT, 700 + i);
+    eng_compress(eng, js.jobs, 8);     /* the card's rate is measured from this run */
+    eng_stats before, after;
+    eng_get_stats(eng, &before);
+    eng_ticket full, late[7];
+    eng_submit(eng, js.jobs + 8, 8, &full);
+    for (unsigned k = 0; k < 7; k++) {
+        eng_submit(eng, js.jobs + 16 + k, 1, &late[k]);
+        if (k == 0)
+            usleep(5000);
+    }
+    eng_wait(eng, &full);
+    for (unsigned k = 0; k < 7; k++)
+        eng_wait(eng, &late[k]);
+    eng_get_stats(eng, &after);
+    assert_int_equal(jobset_check(&js, NULL, "late jobs"), 0);
+    eng_close(eng);
+    jobset_free(&js);
+    return after.bricks_card - before.bricks_card - 1;
+}
+
+static void test_bricks_fill_while_card_busy(void **state)
+{
+    uint64_t waited = bricks_for_late_jobs(1000000), at_once = bricks_for_late_jobs(ENG_FILL_NEVER);
+    print_message("    bricks of the 7 late jobs: %llu waiting, %llu at once\n",
+                  (unsigned long long)waited, (unsigned long long)at_once);
+    assert_int_equal(waited, 1);
+    assert_true(at_once >= 2);
+}
+
 /* Injected card errors (error state and implausible sizes): all data right, some bricks
  * redone in software, and the card is used again after its back-off. */
 static void test_injected_errors(void **state)
@@ -1175,6 +1221,7 @@ int main(void)
         cmocka_unit_test(test_bricks_pack_callers),
         cmocka_unit_test(test_busy_card_falls_back),
         cmocka_unit_test(test_card_only_never_busy),
+        cmocka_unit_test(test_bricks_fill_while_card_busy),
         cmocka_unit_test(test_injected_errors),
         cmocka_unit_test(test_card_always_fails),
         cmocka_unit_test(test_silent_corruption_caught),

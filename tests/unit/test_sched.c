@@ -141,6 +141,31 @@ static void test_best(void **state)
     assert_int_equal(b, 200);
 }
 
+/* A brick short of its capacity waits while the card is busy, until the earlier of its
+ * oldest job's bound and the moment it must start to keep the card fed; it starts at once
+ * when it is full, when a compute unit is idle, or when waiting is off. */
+static void test_fill_wait(void **state)
+{
+    (void)state;
+    eng_fill f = {.now_ns = 1000000, .head_ns = 900000, .fill_ns = 2000000,
+                  .card_free_ns = 5000000, .start_ns = 300000, .queued = 3, .capacity = 64};
+    assert_int_equal(eng_sched_fill_wait(&f), 1900000);  /* the bound: 2.9 ms, then 4.7 */
+    f.card_free_ns = 2000000;
+    assert_int_equal(eng_sched_fill_wait(&f), 700000);   /* the card needs it at 1.7 ms */
+    f.start_ns = 1500000;
+    assert_int_equal(eng_sched_fill_wait(&f), 0);        /* too late to wait */
+    f.start_ns = 300000, f.queued = 64;
+    assert_int_equal(eng_sched_fill_wait(&f), 0);        /* full */
+    f.queued = 3, f.card_free_ns = 0;
+    assert_int_equal(eng_sched_fill_wait(&f), 0);        /* a compute unit is idle */
+    f.card_free_ns = 5000000, f.fill_ns = 0;
+    assert_int_equal(eng_sched_fill_wait(&f), 0);        /* waiting is off */
+    f.fill_ns = 2000000, f.now_ns = 2900000;
+    assert_int_equal(eng_sched_fill_wait(&f), 0);        /* the oldest job waited its bound */
+    f.card_free_ns = 200000;
+    assert_int_equal(eng_sched_fill_wait(&f), 0);        /* the card ran out already */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_card_keeps_up),
         cmocka_unit_test(test_idle_share),
         cmocka_unit_test(test_ewma),
+        cmocka_unit_test(test_fill_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
