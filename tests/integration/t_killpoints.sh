@@ -55,5 +55,5 @@ done
 for seed in $GROW_SEEDS; do
     run_seed 4 "$seed" --grow
 done
-run_seed 3 "${SEEDS%% *}"
+run_seed 3 "$(set -- $SEEDS; echo "$1")"   # the first seed, whatever spaces divide them
 finish
