@@ -19,6 +19,7 @@
  * is full. That bounds the loss to the bytes added since, at an amortized cost of about
  * two compressions per byte. */
 #define ET_REFRESH (64u << 10)
+#define ET_MAX_ROOM 64u
 
 struct eng_tail_s {
     uint32_t cap;
@@ -26,7 +27,9 @@ struct eng_tail_s {
                                           stream refers to it as the next input's prefix */
     uint32_t raw_len;                  /* 0: nothing yet (or a failure: start over) */
     uint32_t fresh_len;                /* raw_len at the last compression from scratch */
-    uint8_t *comp;                     /* the block of raw[0, raw_len) */
+    uint8_t *comp_mem;                 /* lead bytes of room, then comp */
+    uint8_t *comp;                     /* the block of raw[0, raw_len), trail bytes of room
+                                          past its end (comp_cap counts neither room) */
     uint32_t comp_len, comp_cap;
     uint32_t last_seq;                 /* where comp's last (literals-only) sequence starts */
     uint32_t last_lits;                /* its literal count: raw's last last_lits bytes */
@@ -107,12 +110,13 @@ static uint32_t et_put_lits_len(uint8_t *out, uint32_t lits)
 
 size_t eng_tail_footprint(uint32_t cap)
 {
-    return (size_t)cap + 2 * ((size_t)LZ4_compressBound((int)cap) + 64) + sizeof(LZ4_stream_t);
+    return (size_t)cap + 2 * ((size_t)LZ4_compressBound((int)cap) + 64) + 2 * ET_MAX_ROOM +
+           sizeof(LZ4_stream_t);
 }
 
-eng_tail *eng_tail_new(uint32_t cap)
+eng_tail *eng_tail_new(uint32_t cap, uint32_t lead, uint32_t trail)
 {
-    if (cap == 0 || cap > ET_MAX_CAP)
+    if (cap == 0 || cap > ET_MAX_CAP || lead > ET_MAX_ROOM || trail > ET_MAX_ROOM)
         return NULL;
     eng_tail *t = calloc(1, sizeof(*t));
     if (!t)
@@ -122,7 +126,8 @@ eng_tail *eng_tail_new(uint32_t cap)
     t->comp_cap = (uint32_t)LZ4_compressBound((int)cap) + 64;
     t->scratch_cap = t->comp_cap;
     t->raw = malloc(cap);
-    t->comp = malloc(t->comp_cap);
+    t->comp_mem = malloc((size_t)lead + t->comp_cap + trail);
+    t->comp = t->comp_mem ? t->comp_mem + lead : NULL;
     t->scratch = malloc(t->scratch_cap);
     t->lz = LZ4_createStream();
     t->raw_st = XXH32_createState();
@@ -139,7 +144,7 @@ void eng_tail_free(eng_tail *t)
     if (!t)
         return;
     free(t->raw);
-    free(t->comp);
+    free(t->comp_mem);
     free(t->scratch);
     if (t->lz)
         LZ4_freeStream(t->lz);

@@ -21,8 +21,9 @@
 typedef struct eng_tail_s eng_tail;
 
 typedef struct {
-    const uint8_t *comp;               /* one raw LZ4 block of the whole input (valid until
-                                          the next call or eng_tail_free) */
+    uint8_t *comp;                     /* one raw LZ4 block of the whole input (valid until
+                                          the next call or eng_tail_free), with the room
+                                          asked at eng_tail_new before and after it */
     uint32_t comp_len;                 /* its length; >= the input length: store raw */
     uint32_t comp_sum;                 /* XXH32 (seed 0) of comp[0, comp_len) */
     uint32_t raw_sum;                  /* XXH32 (seed 0) of the input */
@@ -30,8 +31,12 @@ typedef struct {
                                           (0 when the block was compressed from scratch) */
 } eng_tail_out;
 
-/* A state for inputs of at most cap bytes (cap <= 64 MiB); NULL without memory. */
-eng_tail *eng_tail_new(uint32_t cap);
+/* A state for inputs of at most cap bytes (cap <= 64 MiB); NULL without memory. The block
+ * it returns has lead bytes of room before it and trail bytes after it (each at most 64)
+ * that the caller may write, so that a frame's header and end can be put around the block
+ * where it lies instead of copying it: a log's block is hundreds of KiB rewritten at every
+ * close. */
+eng_tail *eng_tail_new(uint32_t cap, uint32_t lead, uint32_t trail);
 void eng_tail_free(eng_tail *t);
 
 /* Memory the state reserves (its buffers, mostly untouched until used). */

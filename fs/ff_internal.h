@@ -295,8 +295,10 @@ static inline int ff_is_zero(const uint8_t *p, size_t n)
 /* ff_tail.c: the last block of a version 2 file, compressed for what was appended */
 #define FF_JOB_TAIL (UINT32_MAX - 1)   /* ff_commit_plan.job_at: compressed by ff_tail_frame */
 int ff_tail_wanted(ff_file *f, uint64_t i);
+/* The block's frame: made where the tail compressor left the block (valid until the file's
+ * next ff_tail_frame) or, for a block stored raw, in out (room for len + 31). */
 int ff_tail_frame(ff_file *f, const uint8_t *raw, uint32_t len, uint8_t *out,
-                  uint32_t *frame_len);
+                  uint8_t **frame, uint32_t *frame_len);
 int ff_tail_load(ff_file *f, uint64_t i, uint8_t *dst, uint64_t n);
 void ff_tail_free(ff_file *f);
 

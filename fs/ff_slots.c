@@ -96,10 +96,9 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
         if (ff_is_zero(k->buf, e->len))
             continue;                  /* a written block of zeros is stored as a hole */
         if (j == FF_JOB_TAIL) {
-            int rc = ff_tail_frame(f, k->buf, e->len, at, &e->frame_len);
+            int rc = ff_tail_frame(f, k->buf, e->len, at, &e->frame, &e->frame_len);
             if (rc < 0)
                 return rc;
-            e->frame = at;
             e->from_tail = 1;
         } else {
             e->frame = ff2_frame_of_job(f, p, &p->jobs[j], at, &e->frame_len);

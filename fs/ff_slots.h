@@ -12,8 +12,9 @@ typedef struct {
     uint64_t block;
     uint32_t len;                      /* logical length */
     uint32_t frame_len;                /* 0 for a hole */
-    uint8_t *frame;                    /* into ff2_frames.buf, or into the plan's engine
-                                          outputs where it was made in place */
+    uint8_t *frame;                    /* into ff2_frames.buf, or where it was made in
+                                          place: the plan's engine outputs, the file's tail
+                                          compressor */
     int from_tail;                     /* made by the file's tail compressor (ff_tail.c) */
     int in_run;                        /* a hole written as part of a hole run */
 } ff2_frame;

@@ -33,14 +33,14 @@ int ff_tail_wanted(ff_file *f, uint64_t i)
         atomic_fetch_sub(&f->env->tail_mem, need);
         return 0;
     }
-    f->tail = eng_tail_new(f->bs);
+    f->tail = eng_tail_new(f->bs, FMT2_FRAME_LEAD, FMT2_FRAME_TRAIL);
     if (!f->tail)
         atomic_fetch_sub(&f->env->tail_mem, need);
     return f->tail != NULL;
 }
 
 int ff_tail_frame(ff_file *f, const uint8_t *raw, uint32_t len, uint8_t *out,
-                  uint32_t *frame_len)
+                  uint8_t **frame, uint32_t *frame_len)
 {
     eng_tail_out o;
     f->tail_block = UINT64_MAX;        /* its input is no longer what block i holds on disk,
@@ -48,8 +48,14 @@ int ff_tail_frame(ff_file *f, const uint8_t *raw, uint32_t len, uint8_t *out,
     int rc = eng_tail_compress(f->tail, raw, len, &o);
     if (rc < 0)
         return rc;
-    *frame_len = (uint32_t)fmt2_frame_encode_sums(out, f->bs, raw, len, o.comp, o.comp_len,
-                                                  o.comp_sum, o.raw_sum);
+    if (o.comp_len < len) {            /* the frame made around the block where it lies */
+        *frame = fmt2_frame_wrap(o.comp, f->bs, len, o.comp_len, o.comp_sum, o.raw_sum);
+        *frame_len = o.comp_len + FMT2_FRAME_OVERHEAD;
+    } else {
+        *frame = out;
+        *frame_len = (uint32_t)fmt2_frame_encode_sums(out, f->bs, raw, len, o.comp, o.comp_len,
+                                                      o.comp_sum, o.raw_sum);
+    }
     f->env->n.tail_blocks++;
     f->env->n.tail_bytes_kept += o.reused;
     return 0;

@@ -37,7 +37,7 @@ static void check_block(const eng_tail_out *out, const uint8_t *src, uint32_t le
 /* Appends of step(rng) bytes up to cap; each result is checked; returns the last size. */
 static uint32_t grow_and_check(uint32_t cap, const uint8_t *src, uint64_t seed, uint32_t max_step)
 {
-    eng_tail *t = eng_tail_new(cap);
+    eng_tail *t = eng_tail_new(cap, 0, 0);
     assert_non_null(t);
     eng_tail_out out;
     uint64_t s = seed | 1;
@@ -108,7 +108,7 @@ static void test_not_a_continuation(void **state)
     fill_text(a, cap, 1);
     memcpy(b, a, cap);
     b[100] ^= 1;
-    eng_tail *t = eng_tail_new(cap);
+    eng_tail *t = eng_tail_new(cap, 0, 0);
     eng_tail_out out;
     assert_int_equal(eng_tail_compress(t, a, 5000, &out), 0);
     assert_int_equal(out.reused, 0);
@@ -133,15 +133,42 @@ static void test_not_a_continuation(void **state)
     assert_int_equal(eng_tail_compress(t, b, cap + 1, &out), -EINVAL);
     eng_tail_free(t);
     eng_tail_free(NULL);
-    assert_null(eng_tail_new(0));
+    assert_null(eng_tail_new(0, 0, 0));
+    assert_null(eng_tail_new(cap, 65, 0));
+    assert_null(eng_tail_new(cap, 0, 65));
     free(a);
     free(b);
+}
+
+/* The room asked before and after the block: writing it, round after round of appends,
+ * leaves every block the state makes, and its continuation, right. */
+static void test_room_around_block(void **state)
+{
+    const uint32_t cap = 256u << 10;
+    uint8_t *src = malloc(cap);
+    fill_text(src, cap, 7);
+    eng_tail *t = eng_tail_new(cap, 19, 12);
+    eng_tail_out out;
+    uint32_t len = 0, kept = 0;
+    for (int round = 0; round < 200 && len < cap; round++) {
+        len += 37 + (uint32_t)round % 900;
+        len = len > cap ? cap : len;
+        assert_int_equal(eng_tail_compress(t, src, len, &out), 0);
+        check_block(&out, src, len);
+        memset(out.comp - 19, 0xEE, 19);           /* a frame's header and end, as a */
+        memset(out.comp + out.comp_len, 0xDD, 12); /* caller writes them there */
+        kept += out.reused > 0;
+    }
+    assert_true(kept > 100);                       /* appends did continue the block */
+    eng_tail_free(t);
+    free(src);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_lines),
+        cmocka_unit_test(test_room_around_block),
         cmocka_unit_test(test_mixed_steps),
         cmocka_unit_test(test_incompressible),
         cmocka_unit_test(test_not_a_continuation),
