@@ -44,7 +44,7 @@
 enum { BN_WR_FS, BN_WR_FS64, BN_WR_PT, BN_WR_PTK, BN_WR_PLAIN, BN_WR_N };
 enum { BN_WK_FS, BN_WK_PT, BN_WK_PLAIN };                         /* what a rival mounts */
 enum {
-    BN_WL_SQL_DEL, BN_WL_SQL_WAL, BN_WL_APPEND, BN_WL_FSYNC, BN_WL_FIO, BN_WL_FIO_SYNC,
+    BN_WL_SQL_DEL, BN_WL_SQL_WAL, BN_WL_APPEND, BN_WL_APPEND_LOG, BN_WL_FSYNC, BN_WL_FIO, BN_WL_FIO_SYNC,
     BN_WL_EDITS, BN_WL_TREE_CP, BN_WL_TREE_TAR, BN_WL_TREE_STAT, BN_WL_TREE_DU, BN_WL_TREE_LS,
     BN_WL_TREE_GIT, BN_WL_TREE_RM, BN_WL_N,
 };
@@ -108,6 +108,7 @@ typedef int (*bn_wl_fn)(bn_wl *w, double *secs, double *rate);
 static int bn_wl_sql_delete(bn_wl *w, double *secs, double *rate);
 static int bn_wl_sql_wal(bn_wl *w, double *secs, double *rate);
 static int bn_wl_appends(bn_wl *w, double *secs, double *rate);
+static int bn_wl_append_log(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio_sync(bn_wl *w, double *secs, double *rate);
@@ -121,6 +122,7 @@ static const struct {
     [BN_WL_SQL_DEL] = {"sqlite-delete", "tx/s", "sqlite3", bn_wl_sql_delete, 0.7},
     [BN_WL_SQL_WAL] = {"sqlite-wal", "tx/s", "sqlite3", bn_wl_sql_wal, 0.7},
     [BN_WL_APPEND] = {"append", "appends/s", NULL, bn_wl_appends, 0.5},
+    [BN_WL_APPEND_LOG] = {"append-log", "appends/s", NULL, bn_wl_append_log, 0.5},
     [BN_WL_FSYNC] = {"fsync-append", "appends/s", NULL, bn_wl_fsyncs, 0.5},
     [BN_WL_FIO] = {"fio", "IOPS", "fio", bn_wl_fio, 0.5},
     [BN_WL_FIO_SYNC] = {"fio-fsync32", "IOPS", "fio", bn_wl_fio_sync, 0.5},
@@ -222,19 +224,24 @@ static int bn_wl_same_buf(const char *path, const uint8_t *want, size_t len)
 }
 
 /* The file holds ops records of len bytes, record i being bn_wl_line(i). */
-static int bn_wl_check_records(bn_wl *w, const char *path, size_t len)
+static int bn_wl_check_n(bn_wl *w, const char *path, size_t len, unsigned n)
 {
     size_t got = 0;
     uint8_t *buf = bn_wl_slurp(path, &got);
     char rec[BN_WL_REC + 2];
-    int ok = buf && got == (size_t)w->c.ops * len;
-    for (unsigned i = 0; ok && i < w->c.ops; i++) {
+    int ok = buf && got == (size_t)n * len;
+    for (unsigned i = 0; ok && i < n; i++) {
         bn_wl_line(i, rec, len);
         ok = memcmp(buf + (size_t)i * len, rec, len) == 0;
     }
     free(buf);
     return ok ? 0 : bn_wl_why(w, "VERIFY FAILED: %s holds %zu bytes, not the %u records "
-                              "written", path, got, w->c.ops);
+                              "written", path, got, n);
+}
+
+static int bn_wl_check_records(bn_wl *w, const char *path, size_t len)
+{
+    return bn_wl_check_n(w, path, len, w->c.ops);
 }
 
 /* ---- SQLite: one-row transactions through the sqlite3 shell ---- */
@@ -324,6 +331,38 @@ static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
     *secs = bn_clock(CLOCK_MONOTONIC) - t0;
     *rate = w->c.ops / *secs;
     return bn_wl_check_records(w, path, BN_WL_LINE);
+}
+
+/* The same `>>` appends to a log that already holds BN_WL_LOG_BYTES (written at once, not
+ * timed): its last block is about half full at 64 KiB and at 1 MiB blocks, where a log
+ * spends most of its life, instead of empty as in the row above. */
+#define BN_WL_LOG_BYTES ((7u << 19) + (32u << 10))
+static int bn_wl_append_log(bn_wl *w, double *secs, double *rate)
+{
+    char path[BN_PATH], line[BN_WL_LINE + 1];
+    bn_path(path, w->dir, "big.log");
+    unsigned have = BN_WL_LOG_BYTES / BN_WL_LINE;
+    FILE *f = fopen(path, "w");
+    for (unsigned i = 0; f && i < have; i++) {
+        bn_wl_line(i, line, BN_WL_LINE);
+        fwrite(line, 1, BN_WL_LINE, f);
+    }
+    if (!f || fclose(f) != 0)
+        return bn_wl_why(w, "write %s: %s", path, strerror(errno));
+    double t0 = bn_clock(CLOCK_MONOTONIC);
+    for (unsigned i = have; i < have + w->c.ops; i++) {
+        bn_wl_line(i, line, BN_WL_LINE);
+        int fd = open(path, O_WRONLY | O_APPEND);
+        if (fd < 0)
+            return bn_wl_why(w, "open %s: %s", path, strerror(errno));
+        ssize_t n = write(fd, line, BN_WL_LINE);
+        int cl = close(fd);
+        if (n != (ssize_t)BN_WL_LINE || cl != 0)
+            return bn_wl_why(w, "append %u to %s: %s", i, path, strerror(errno));
+    }
+    *secs = bn_clock(CLOCK_MONOTONIC) - t0;
+    *rate = w->c.ops / *secs;
+    return bn_wl_check_n(w, path, BN_WL_LINE, have + w->c.ops);
 }
 
 /* One open file, ops appends of BN_WL_REC bytes, each followed by fsync. */
@@ -863,6 +902,8 @@ static void bn_wl_names(bn_wl *w)
     snprintf(w->wname[BN_WL_SQL_WAL], 128, "SQLite WAL: %u one-row transactions", w->c.ops);
     snprintf(w->wname[BN_WL_APPEND], 128, "%u `>>` appends of %u bytes", w->c.ops,
              BN_WL_LINE);
+    snprintf(w->wname[BN_WL_APPEND_LOG], 128, "%u `>>` appends of %u bytes to a %u KiB log",
+             w->c.ops, BN_WL_LINE, BN_WL_LOG_BYTES / 1024);
     snprintf(w->wname[BN_WL_FSYNC], 128, "%u appends of %u bytes + fsync", w->c.ops,
              BN_WL_REC);
     snprintf(w->wname[BN_WL_FIO], 128, "fio 4K randwrite, %u MiB file", w->c.file_mib);
@@ -897,7 +938,8 @@ static void bn_wl_series_init(bn_wl *w)
                              .unit = bn_wl_kinds[k].unit, .skip = w->rskip[r]};
             if (!s->skip && !bn_wl_wanted(w, bn_wl_kinds[k].tag))
                 s->skip = "not in --wl-rows";
-            if (!s->skip && r == BN_WR_PTK && (k == BN_WL_APPEND || k == BN_WL_FSYNC))
+            if (!s->skip && r == BN_WR_PTK && (k == BN_WL_APPEND || k == BN_WL_APPEND_LOG ||
+                                           k == BN_WL_FSYNC))
                 s->skip = "not run: with -o writeback, libfuse 3.14's passthrough_ll writes the "
                           "pages of an O_APPEND file at its end again (5 appends of 100 bytes, "
                           "each with fsync, leave 1,500 bytes), which the check after the run "
