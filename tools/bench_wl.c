@@ -312,13 +312,13 @@ static int bn_wl_sql_wal(bn_wl *w, double *secs, double *rate)
 
 /* ---- appends ---- */
 
-/* `echo LINE >> app.log`, ops times: open(O_APPEND), one write, close. */
-static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
+/* `echo LINE >> path` for lines [from, to): open(O_APPEND), one write, close; timed. */
+static int bn_wl_append_lines(bn_wl *w, const char *path, unsigned from, unsigned to,
+                              double *secs, double *rate)
 {
-    char path[BN_PATH], line[BN_WL_LINE + 1];
-    bn_path(path, w->dir, "app.log");
+    char line[BN_WL_LINE + 1];
     double t0 = bn_clock(CLOCK_MONOTONIC);
-    for (unsigned i = 0; i < w->c.ops; i++) {
+    for (unsigned i = from; i < to; i++) {
         bn_wl_line(i, line, BN_WL_LINE);   /* a few hundred ns: inside, as a shell's echo */
         int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
         if (fd < 0)
@@ -329,8 +329,17 @@ static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
             return bn_wl_why(w, "append %u to %s: %s", i, path, strerror(errno));
     }
     *secs = bn_clock(CLOCK_MONOTONIC) - t0;
-    *rate = w->c.ops / *secs;
-    return bn_wl_check_records(w, path, BN_WL_LINE);
+    *rate = (to - from) / *secs;
+    return 0;
+}
+
+/* ops `>>` appends to a new file. */
+static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
+{
+    char path[BN_PATH];
+    bn_path(path, w->dir, "app.log");
+    int rc = bn_wl_append_lines(w, path, 0, w->c.ops, secs, rate);
+    return rc ? rc : bn_wl_check_records(w, path, BN_WL_LINE);
 }
 
 /* The same `>>` appends to a log that already holds BN_WL_LOG_BYTES (written at once, not
@@ -349,20 +358,8 @@ static int bn_wl_append_log(bn_wl *w, double *secs, double *rate)
     }
     if (!f || fclose(f) != 0)
         return bn_wl_why(w, "write %s: %s", path, strerror(errno));
-    double t0 = bn_clock(CLOCK_MONOTONIC);
-    for (unsigned i = have; i < have + w->c.ops; i++) {
-        bn_wl_line(i, line, BN_WL_LINE);
-        int fd = open(path, O_WRONLY | O_APPEND);
-        if (fd < 0)
-            return bn_wl_why(w, "open %s: %s", path, strerror(errno));
-        ssize_t n = write(fd, line, BN_WL_LINE);
-        int cl = close(fd);
-        if (n != (ssize_t)BN_WL_LINE || cl != 0)
-            return bn_wl_why(w, "append %u to %s: %s", i, path, strerror(errno));
-    }
-    *secs = bn_clock(CLOCK_MONOTONIC) - t0;
-    *rate = w->c.ops / *secs;
-    return bn_wl_check_n(w, path, BN_WL_LINE, have + w->c.ops);
+    int rc = bn_wl_append_lines(w, path, have, have + w->c.ops, secs, rate);
+    return rc ? rc : bn_wl_check_n(w, path, BN_WL_LINE, have + w->c.ops);
 }
 
 /* One open file, ops appends of BN_WL_REC bytes, each followed by fsync. */
