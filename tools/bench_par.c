@@ -36,6 +36,7 @@ typedef struct {
 typedef struct {
     double wr[BN_MAX_ROUNDS], rd[BN_MAX_ROUNDS];  /* aggregate MB/s of each round */
     double idle[BN_MAX_ROUNDS];                   /* card idle share of each write round */
+    double fill[BN_MAX_ROUNDS];                   /* blocks a card run, each write round */
     unsigned n, n_idle;
 } bn_pcell;
 
@@ -310,14 +311,19 @@ static int bn_par_round(bn_par *b, int rival, unsigned k)
     if (bn_par_up(b, rival, 1) != 0)
         return bn_fail("cannot mount", b->m.mnt);
     double idle0 = bn_par_stat(b, "card_idle_us");
+    double runs0 = bn_par_stat(b, "bricks_card"), blocks0 = bn_par_stat(b, "blocks_card");
     double wr = bn_par_run(b, n, 1);
     double idle1 = bn_par_stat(b, "card_idle_us");
+    double runs1 = bn_par_stat(b, "bricks_card"), blocks1 = bn_par_stat(b, "blocks_card");
     if (rival == BN_PAR_FS)
         bn_par_backend(b);
     if (bn_mount_down(&b->m) != 0 || wr < 0)
         return bn_fail(wr < 0 ? "a writer failed in" : "cannot unmount", b->m.mnt);
-    if (rival == BN_PAR_FS && idle0 >= 0 && idle1 >= 0 && strcmp(b->backend, "sw") != 0)
+    if (rival == BN_PAR_FS && idle0 >= 0 && idle1 >= 0 && strcmp(b->backend, "sw") != 0) {
+        c->fill[c->n_idle] = runs1 > runs0 && blocks0 >= 0 ? (blocks1 - blocks0) / (runs1 - runs0)
+                                                          : -1;
         c->idle[c->n_idle++] = (idle1 - idle0) / 1e6 / ((double)n * (double)b->len / wr / BN_MB);
+    }
     if (bn_par_up(b, rival, 0) != 0)
         return bn_fail("cannot mount again", b->m.mnt);
     double rd = bn_par_run(b, n, 0);
@@ -373,8 +379,9 @@ static void bn_par_report(FILE *f, const void *ctx)
             b->o.engine ? b->o.engine : "the daemon's default", b->backend[0] ? b->backend : "-",
             b->pt_skip ? b->pt_skip : "libfuse3-dev's example, compiled by this driver");
     fprintf(f, "| processes | write fpgalz4fs MB/s | write passthrough_ll | ratio | cold read "
-               "fpgalz4fs MB/s | cold read passthrough_ll | ratio | card idle during writes |\n"
-               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+               "fpgalz4fs MB/s | cold read passthrough_ll | ratio | card idle during writes | "
+               "blocks a card run |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+               "---: |\n");
     for (unsigned k = 0; k < b->n_counts; k++) {
         const bn_pcell *c = &b->cell[BN_PAR_FS][k], *p = &b->cell[BN_PAR_PT][k];
         double fw = bn_par_med(c->wr, c->n), pw = bn_par_med(p->wr, p->n);
@@ -387,10 +394,13 @@ static void bn_par_report(FILE *f, const void *ctx)
         bn_par_cell(f, pr, " %.1f |");
         bn_par_cell(f, fr >= 0 && pr > 0 ? fr / pr : -1, " %.2fx |");
         bn_par_cell(f, c->n_idle ? 100 * bn_par_med(c->idle, c->n_idle) : -1, " %.0f %% |");
+        bn_par_cell(f, c->n_idle ? bn_par_med(c->fill, c->n_idle) : -1, " %.1f |");
         fprintf(f, "\n");
     }
     fprintf(f, "\nThe card's idle share is its idle time (card_idle_us, summed over compute "
-               "units) over the round's time; `-` with the software engine.\nRun time %.0f s.\n",
+               "units) over the round's time, and its runs' size the card's blocks over its runs in the "
+               "round (bricks_card; `card_fill_us`); `-` with the software engine.\nRun time "
+               "%.0f s.\n",
             bn_clock(CLOCK_MONOTONIC) - b->t_start);
 }
 

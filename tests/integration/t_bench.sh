@@ -123,7 +123,7 @@ check "parallel --quick runs" "$BENCH" parallel --quick --synthetic --engine sw 
     --results "$RES" --workdir "$WORK"
 parallel_ok() {
     local rows
-    rows=$(grep -c '^| [124] |\( [0-9][0-9.]* |\)\{2\} [0-9.]*x |\( [0-9][0-9.]* |\)\{2\} [0-9.]*x | - |$' \
+    rows=$(grep -c '^| [124] |\( [0-9][0-9.]* |\)\{2\} [0-9.]*x |\( [0-9][0-9.]* |\)\{2\} [0-9.]*x | - | - |$' \
         "$RES/parallel.md")
     [ "$rows" -eq 3 ] || { echo "expected 3 rows with every cell measured, got $rows"; cat "$RES/parallel.md"; return 1; }
     [ "$(head -1 "$RES/parallel.csv")" = "rival,processes,round,write_mbps,cold_read_mbps" ] &&
