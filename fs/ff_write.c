@@ -67,8 +67,8 @@ void ff_drop_buf(ff_file *f, ff_blk *b)
 static uint8_t *ff_cached_buf(ff_file *f, uint64_t i)
 {
     const ff_blk *b = &f->blk[i];
-    if ((b->off & FMT_ENTRY_ZERO) || (f->tail && f->tail_block == i))
-        return NULL;                   /* zeros, or the tail compressor holds the content */
+    if (b->off & FMT_ENTRY_ZERO)
+        return NULL;                   /* zeros */
     uint8_t *buf = ff_buf_from_cache(f, b->off, (uint32_t)ff_blen(f, i));
     if (buf)
         f->env->n.cache_hits++;
