@@ -398,9 +398,9 @@ static void bn_par_report(FILE *f, const void *ctx)
         fprintf(f, "\n");
     }
     fprintf(f, "\nThe card's idle share is its idle time (card_idle_us, summed over compute "
-               "units) over the round's time, and its runs' size the card's blocks over its runs in the "
-               "round (bricks_card; `card_fill_us`); `-` with the software engine.\nRun time "
-               "%.0f s.\n",
+               "units) over the round's time, and its runs' size the card's blocks over its "
+               "runs in the round (bricks_card; `card_fill_us`); `-` with the software "
+               "engine.\nRun time %.0f s.\n",
             bn_clock(CLOCK_MONOTONIC) - b->t_start);
 }
 

@@ -126,13 +126,21 @@ check "self-checking wrong card: the card's other blocks were used" \
     bash -c "[ $(stat_of "$CASE_STATS" blocks_card) -gt $(stat_of "$CASE_STATS" verify_failed) ]"
 
 # ---------------------------------------------------------------- the card alone
-# card_only=1: a slow card's bricks wait for it; software takes none of them.
-rm -rf "$BACKING"; mkdir -p "$BACKING"
-if check "card_only: mount" mount_store "engine=emu,card_only=1,emu_card_mbps=400"; then
-    check "card_only: copy" cp -r "$SRC" "$MNT/copy"
-    check "card_only: copy identical" diff -r "$SRC" "$MNT/copy"
+# copy_case NAME OPTS: a fresh store mounted with OPTS, the tree copied in and compared, the
+# card's blocks counted; the counters are left in S and the store mounted for more checks
+# (the caller unmounts). Fails (1) when the mount fails.
+copy_case() {
+    rm -rf "$BACKING"; mkdir -p "$BACKING"
+    check "$1: mount" mount_store "$2" || return 1
+    check "$1: copy" cp -r "$SRC" "$MNT/copy"
+    check "$1: copy identical" diff -r "$SRC" "$MNT/copy"
     S=$(stats "$MNT")
-    check "card_only: the card compressed" expect_counter "$S" blocks_card -gt 0
+    check "$1: the card compressed" expect_counter "$S" blocks_card -gt 0
+    return 0                           # mounted: the caller unmounts whatever failed
+}
+
+# card_only=1: a slow card's bricks wait for it; software takes none of them.
+if copy_case card_only "engine=emu,card_only=1,emu_card_mbps=400"; then
     check "card_only: no brick went to software for want of a set (fallback_busy = 0)" \
         expect_counter "$S" fallback_busy -eq 0
     check "card_only: unmount" umount_store
@@ -141,14 +149,8 @@ fi
 # card_fill_us: bricks that start at once (0) and bricks that may wait a long time to fill
 # (a second): the data are right either way.
 for fill in 0 1000000; do
-    rm -rf "$BACKING"; mkdir -p "$BACKING"
-    if check "card_fill_us=$fill: mount" mount_store "engine=emu,card_fill_us=$fill,emu_card_mbps=400"; then
-        check "card_fill_us=$fill: copy" cp -r "$SRC" "$MNT/copy"
-        check "card_fill_us=$fill: copy identical" diff -r "$SRC" "$MNT/copy"
-        S=$(stats "$MNT")
-        check "card_fill_us=$fill: the card compressed" expect_counter "$S" blocks_card -gt 0
+    copy_case "card_fill_us=$fill" "engine=emu,card_fill_us=$fill,emu_card_mbps=400" &&
         check "card_fill_us=$fill: unmount" umount_store
-    fi
 done
 
 # ---------------------------------------------------------------- option checks
