@@ -34,7 +34,8 @@ struct eng_tail_s {
     uint32_t last_seq;                 /* where comp's last (literals-only) sequence starts */
     uint32_t last_lits;                /* its literal count: raw's last last_lits bytes */
     uint8_t *scratch;                  /* the added bytes' own linked block */
-    uint32_t scratch_cap;
+    uint32_t scratch_cap, scratch_len; /* scratch_len: that block's length, 0: none made by
+                                          the last call */
     LZ4_stream_t *lz;                  /* positioned after raw[0, raw_len) */
     XXH32_state_t *raw_st;             /* over raw[0, raw_len) */
     XXH32_state_t *comp_st;            /* over comp[0, last_seq): the part that never
@@ -195,15 +196,16 @@ static int et_fresh(eng_tail *t, const uint8_t *src, uint32_t len)
 
 /* Appends src[raw_len, len): its linked block, whose first sequence takes the old last
  * literals in front of its own. */
-static int et_grow(eng_tail *t, const uint8_t *src, uint32_t len)
+static int et_grow(eng_tail *t, const uint8_t *added, uint32_t add)
 {
-    uint32_t add = len - t->raw_len;
-    memcpy(t->raw + t->raw_len, src + t->raw_len, add);
+    uint32_t len = t->raw_len + add;
+    memcpy(t->raw + t->raw_len, added, add);
     int n = LZ4_compress_fast_continue(t->lz, (const char *)t->raw + t->raw_len,
                                        (char *)t->scratch, (int)add, (int)t->scratch_cap, 1);
     et_seq first;
     if (n <= 0 || et_seq_read(t->scratch, (uint32_t)n, 0, &first) < 0)
         return -1;
+    t->scratch_len = (uint32_t)n;
     uint32_t lits = t->last_lits + first.lits, at = t->last_seq;
     uint32_t need = at + 2 + lits / 255 + t->last_lits + ((uint32_t)n - first.lit_at);
     if (need > t->comp_cap)
@@ -222,21 +224,9 @@ static int et_grow(eng_tail *t, const uint8_t *src, uint32_t len)
     return et_mark_last(t, t->last_seq);
 }
 
-int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_out *out)
+/* What a call returns: the block, its checksums, the piece it compressed alone. */
+static int et_out(eng_tail *t, int rc, uint32_t reused, eng_tail_out *out)
 {
-    if (len == 0 || len > t->cap)
-        return -EINVAL;
-    uint32_t reused = 0;
-    int rc = 0;
-    int cont = t->raw_len && t->raw_len <= len && memcmp(src, t->raw, t->raw_len) == 0;
-    uint32_t grown = len - t->fresh_len;
-    int refresh = len == t->cap || grown >= (t->fresh_len > ET_REFRESH ? t->fresh_len : ET_REFRESH);
-    if (cont && len == t->raw_len)
-        reused = len;
-    else if (cont && !refresh)
-        reused = t->raw_len, rc = et_grow(t, src, len);
-    else
-        rc = et_fresh(t, src, len);
     if (rc < 0) {
         t->raw_len = 0;
         return -EIO;
@@ -245,6 +235,34 @@ int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_ou
     XXH32_copyState(&st, t->comp_st);
     XXH32_update(&st, t->comp + t->last_seq, t->comp_len - t->last_seq);
     *out = (eng_tail_out){t->comp, t->comp_len, XXH32_digest(&st), XXH32_digest(t->raw_st),
-                          reused};
+                          reused, t->scratch_len ? t->scratch : NULL, t->scratch_len};
     return 0;
+}
+
+int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_out *out)
+{
+    if (len == 0 || len > t->cap)
+        return -EINVAL;
+    uint32_t reused = 0;
+    int rc = 0;
+    t->scratch_len = 0;
+    int cont = t->raw_len && t->raw_len <= len && memcmp(src, t->raw, t->raw_len) == 0;
+    uint32_t grown = len - t->fresh_len;
+    int refresh = len == t->cap || grown >= (t->fresh_len > ET_REFRESH ? t->fresh_len : ET_REFRESH);
+    if (cont && len == t->raw_len)
+        reused = len;
+    else if (cont && !refresh)
+        reused = t->raw_len, rc = et_grow(t, src + t->raw_len, len - t->raw_len);
+    else
+        rc = et_fresh(t, src, len);
+    return et_out(t, rc, reused, out);
+}
+
+int eng_tail_extend(eng_tail *t, const uint8_t *added, uint32_t n, eng_tail_out *out)
+{
+    if (t->raw_len == 0 || n == 0 || n > t->cap - t->raw_len)
+        return -EINVAL;
+    t->scratch_len = 0;
+    uint32_t reused = t->raw_len;
+    return et_out(t, et_grow(t, added, n), reused, out);
 }

@@ -29,6 +29,12 @@ typedef struct {
     uint32_t raw_sum;                  /* XXH32 (seed 0) of the input */
     uint32_t reused;                   /* input bytes carried over without compressing them
                                           (0 when the block was compressed from scratch) */
+    const uint8_t *piece;              /* when this call only compressed what was added
+                                          (reused < the input length): that part alone as
+                                          one raw LZ4 block linked to the input before it
+                                          (its matches may reach back into it), valid until
+                                          the next call; else NULL */
+    uint32_t piece_len;                /* its length; >= the added length: store those raw */
 } eng_tail_out;
 
 /* A state for inputs of at most cap bytes (cap <= 64 MiB); NULL without memory. The block
@@ -48,6 +54,14 @@ size_t eng_tail_footprint(uint32_t cap);
  * len = cap: the block then stays close to one compression's size. Returns 0, or -EINVAL
  * (len out of range) or -EIO (liblz4 failed; the state starts over at the next call). */
 int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_out *out);
+
+/* Appends added[0, n) to the input and compresses only them, as eng_tail_compress does when
+ * its input grew (out->piece is set), without comparing the input: for a caller that knows
+ * the block is the previous input followed by these bytes (a file's writer that tracks what
+ * changed), since comparing costs the whole block. No fresh compression is made, however
+ * far the input grew: the caller decides when (eng_tail_reset, then eng_tail_compress).
+ * -EINVAL when there is no input yet or it would pass cap; -EIO as above. */
+int eng_tail_extend(eng_tail *t, const uint8_t *added, uint32_t n, eng_tail_out *out);
 
 /* The input of the last successful call (NULL, *len 0 if none). */
 const uint8_t *eng_tail_input(const eng_tail *t, uint32_t *len);

@@ -108,12 +108,33 @@ static void chk2_records(chk2_ctx *c, uint64_t i, uint32_t flen, uint32_t bsum, 
         c->recs++;
 }
 
+/* Version 5: the last block held as a chain (FORMAT.md 9.12). A torn one that a check
+ * without writing found is reported by chk2_report, and reads as its blocks that check. */
+static void chk2_chain(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, uint32_t want)
+{
+    uint32_t len, flen;
+    if (c->rec->chain_fixed && !c->rec->settled)
+        return;
+    fmt_error err = fmt2_chain_parse(p, avail, c->bs, 1, &len, &flen);
+    if (err != FMT_OK)
+        chk2_bad(c, CHK_P_BLOCK, i, err == FMT_ERR_CHECKSUM ? "the chained frame's content "
+                 "checksum or length does not match" : "the chained frame is damaged");
+    else if (len != want)
+        chk2_bad(c, CHK_P_BLOCK, i, "the frame's length differs from the footer's size");
+    else
+        chk2_padding(c, i, p, avail, flen);
+}
+
 static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
 {
     const fmt2_footer *ft = &c->rec->ft;
     uint32_t want = i + 1 < ft->n_blocks ? c->bs : (uint32_t)(ft->size - i * c->bs);
     size_t avail = 0;
     const uint8_t *p = chk2_frame_bytes(c, i, k, &avail);
+    if (p == c->buf && avail > 4 && p[4] == FMT2_FLG_CHAIN && i + 1 == ft->n_blocks) {
+        chk2_chain(c, i, p, avail, want);
+        return;
+    }
     uint32_t len, word, flen;
     fmt_error err = p ? fmt2_frame_parse(p, avail, c->bs, 1, &len, &word, &flen)
                       : FMT_ERR_CORRUPT;
@@ -179,9 +200,17 @@ static void chk2_report(chk2_ctx *c, int write)
         p = CHK_P_INTENTS;
         chk2_say(c, "interrupted commit: %u blocks differ from its journal: %s", r->replayed,
                  write ? "rewritten from it" : "a repair rewrites them from it");
-    } else if (write && r->settled) {
+    } else if (write && r->settled && !r->chain_fixed) {
         p = CHK_P_TORN;
         chk2_say(c, "footer not right behind the slots: put back there");
+    }
+    if (r->chain_fixed) {
+        p |= CHK_P_TORN;
+        chk2_say(c, "the last block's chained frame ends torn (an append cut short by a "
+                 "crash); its blocks that check hold %llu bytes: %s",
+                 chk2_ull(r->ft.size - (r->ft.n_blocks - 1) * (uint64_t)c->bs),
+                 write ? "the frame's end and the footer rewritten behind them"
+                       : "a repair ends the frame behind them");
     }
     if (r->unsynced_cut) {
         p |= CHK_P_TORN;

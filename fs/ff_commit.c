@@ -548,6 +548,8 @@ int ff_commit(ff_file *f, int durable, int pressure)
     }
     if (f->env->opt.read_only)
         return -EROFS;
+    if (full && f->version >= FMT_VERSION_3 && (rc = ff_chain_commit(f, durable)) != 0)
+        return rc < 0 ? rc : 0;
     if (full && f->version >= FMT_VERSION_3 && (rc = ff_rec_commit(f, durable)) != 0)
         return rc < 0 ? rc : 0;
     if (full && (rc = ff2_split_runs(f)) < 0)

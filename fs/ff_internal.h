@@ -132,7 +132,7 @@ typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
         readahead_blocks, pair_commits, blocks_ahead, writes_landed, page_records,
-        record_commits, records_folded, records_folded_early;
+        record_commits, records_folded, records_folded_early, chain_links;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;
@@ -231,6 +231,14 @@ struct ff_file_s {
                                           records, which the fold would rewrite at once */
     uint64_t tail_block;               /* the block whose committed content is the tail's
                                           input; UINT64_MAX: none */
+    uint64_t low_block;                /* the block whose changes low_at tracks: its buffer */
+    uint32_t low_at;                   /* was loaded with its committed content, and no byte
+                                          below low_at changed since (UINT32_MAX: none did);
+                                          what tells an append from a rewrite (ff_chain.c) */
+    uint32_t chain_area;               /* version 5: the stored last block's frame is a chain
+                                          (word FMT2_CHAIN_WORD) whose blocks take this many
+                                          bytes from its first size word */
+    uint32_t chain_links;              /* bytes its links added since it was written whole */
     struct timespec mtime;             /* logical modification time */
     int mtime_stale;                   /* the backing file's mtime is that of its last
                                           write, not mtime: put back at the release, and
@@ -335,6 +343,18 @@ void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host);
  * b->buf what ff_drop_buf then frees (the cache's old buffer, or the same one, copied). */
 uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len);
 void ff_buf_to_cache(ff_file *f, ff_blk *b, uint64_t key, uint32_t len);
+
+/* ff_tail.c: ff_tail_touch: dirty block i changed from byte lo on (lo 0: anywhere);
+ * ff_tail_loaded: it was just given its committed content. */
+void ff_tail_touch(ff_file *f, uint64_t i, uint64_t lo);
+void ff_tail_loaded(ff_file *f, uint64_t i);
+
+/* ff_chain.c: appends to the last block of a version 5 file as links of its chain
+ * (FORMAT.md 9.12, 11.8). ff_chain_commit: 1 when the commit was made so, 0 when it is not
+ * one that can be (the caller commits as usual), or -errno. ff_chain_loaded: the open found
+ * the last slot holding a chain of area bytes. */
+int ff_chain_commit(ff_file *f, int durable);
+void ff_chain_loaded(ff_file *f, uint32_t area);
 
 /* ff_rec.c: page records (version 4). ff_rec_range: dirty block i changed in [lo, hi)
  * (first: it was not dirty before); ff_rec_whole: it changed anywhere; ff_rec_forget: its

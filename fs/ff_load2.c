@@ -77,6 +77,15 @@ int ff2_may_have_lost_power(const ff_env *env, uint64_t ctime_ns)
     return ctime_ns > env->opt.clean_ns && ctime_ns < env->opt.start_ns;
 }
 
+/* Whether a read-only open reads block i from a journal's copy (ff2_use_journal). */
+static int ff2_journal_holds(const fmt2_recovery *r, uint64_t i)
+{
+    for (uint32_t k = 0; k < r->jn; k++)
+        if (r->je[k].block == i && r->je[k].frame)
+            return 1;
+    return 0;
+}
+
 /* The recovery fsck runs too (fmt2_recover); memory then takes the state it leaves. */
 int ff2_load(ff_file *f, uint64_t file_len)
 {
@@ -97,6 +106,8 @@ int ff2_load(ff_file *f, uint64_t file_len)
     if (rc == 0) {
         ff2_take(f, r.ft.size, r.ft.n_blocks);
         ff2_set_state(f, &r.ft, r.file_len);
+        if (r.chain_area && !ff2_journal_holds(&r, r.ft.n_blocks - 1))
+            ff_chain_loaded(f, r.chain_area);
         if (r.ft.j_len && !ro)         /* a journal kept at rest: its commit synced every
                                           block, and its slots may be in the cache only */
             f->v2.fresh = f->v2.promised = r.ft.n_blocks, f->v2.j_live = 1;

@@ -44,6 +44,25 @@ static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsu
                          &st);
 }
 
+/* A chained last frame (version 5, FORMAT.md 9.12): its blocks from the one at `at` up to
+ * the EndMark, each linked to those before it. f->chain_area changes only with f->io held
+ * exclusive, which the caller holds shared. */
+static fmt_error ff_decode_chain(ff_file *f, uint64_t at, uint8_t *dst, uint64_t len, int *rc_out)
+{
+    size_t want = (size_t)f->chain_area + FMT_ENDMARK_LEN;
+    uint8_t *raw = malloc(want);
+    ssize_t got = raw ? fmt_pread_upto(f->fd, raw, want, at) : -ENOMEM;
+    fmt2_chain_info ci = {0, 0, 0};
+    fmt_error err = FMT_OK;
+    if (got >= 0)
+        err = fmt2_chain_decode(raw, (size_t)got, f->bs, dst, (uint32_t)len, 1, &ci);
+    if (got >= 0 && err == FMT_OK && (ci.len != len || ci.area != f->chain_area))
+        err = FMT_ERR_CORRUPT;
+    *rc_out = got < 0 ? (int)got : 0;
+    free(raw);
+    return err;
+}
+
 /* Decodes the stored block i, entry {off, word}, of len bytes into dst; *at, *rc and the
  * frame's error say what failed. Touches nothing of f that changes but the run hint, so a
  * read may call it without f->lock (holding f->io). */
@@ -51,6 +70,8 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
                                uint64_t len, uint64_t *at_out, int *rc_out)
 {
     uint64_t at = *at_out = fmt_entry_off(&(fmt_entry){off, word});
+    if (word == FMT2_CHAIN_WORD)
+        return ff_decode_chain(f, at, dst, len, rc_out);
     uint8_t w[4];
     /* a version 2 slot whose size word memory has not read yet */
     int rc = word == 0 ? fmt_pread_all(f->fd, w, sizeof(w), at) : 0;

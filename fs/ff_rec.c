@@ -29,7 +29,7 @@ void ff_rec_free(ff_file *f)
 static int ff_rec_able(const ff_file *f)
 {
     return !f->env->opt.read_only &&
-           (f->version == FMT_VERSION_4 ||
+           (f->version >= FMT_VERSION_4 ||
             (f->version == FMT_VERSION_3 && ff_new_version(f->env) >= FMT_VERSION_4));
 }
 
@@ -291,13 +291,14 @@ static int ff_rec_seal(ff_file *f)
 {
     uint8_t m[12];
     uint32_t g = (f->rec_group + 1) & FMT2_REC_GROUP_MASK;
-    fmt_put32(m, FMT_VERSION_4);
+    uint32_t version = f->version > FMT_VERSION_4 ? f->version : FMT_VERSION_4;
+    fmt_put32(m, version);
     fmt_put32(m + 4, f->bs);
     fmt_put32(m + 8, fmt2_rec_flags(g, 1));
     int rc = fmt_pwrite_all(f->fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8);
     /* memory takes the blocks as stored either way: its reads count the group (the commit
      * fails, and the next one's seal names a later group, which covers this one) */
-    f->version = FMT_VERSION_4, f->rec_flag = 1, f->rec_group = g;
+    f->version = version, f->rec_flag = 1, f->rec_group = g;
     return rc;
 }
 
@@ -467,7 +468,7 @@ int ff_rec_leave_last(ff_file *f)
 
 int ff_rec_fold(ff_file *f)
 {
-    if (f->env->opt.read_only || f->version != FMT_VERSION_4 || (!f->rec_old && !f->rec_flag))
+    if (f->env->opt.read_only || f->version < FMT_VERSION_4 || (!f->rec_old && !f->rec_flag))
         return 0;                      /* no record was written since the last fold */
     int rc = ff_rec_table(f);
     uint64_t folded = 0, left = 0;

@@ -113,6 +113,10 @@ static int ff2_encode(ff_file *f, const ff_commit_plan *p, uint64_t lo, uint64_t
 int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
 {
     uint32_t word = f->blk[i].word;
+    if (word == FMT2_CHAIN_WORD) {
+        *len = FMT_FRAME_HEADER_LEN + (uint64_t)f->chain_area + FMT_FRAME_END_LEN;
+        return 0;
+    }
     if (f->blk[i].off & FMT_ENTRY_ZERO) {
         *len = ff_blen(f, i) + FMT2_FRAME_OVERHEAD;
         return 0;

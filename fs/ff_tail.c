@@ -80,3 +80,14 @@ void ff_tail_free(ff_file *f)
     f->tail_block = UINT64_MAX;
     atomic_fetch_sub(&f->env->tail_mem, eng_tail_footprint(f->bs));
 }
+
+void ff_tail_touch(ff_file *f, uint64_t i, uint64_t lo)
+{
+    if (i == f->low_block && lo < f->low_at)
+        f->low_at = (uint32_t)lo;
+}
+
+void ff_tail_loaded(ff_file *f, uint64_t i)
+{
+    f->low_block = i, f->low_at = UINT32_MAX;
+}

@@ -100,6 +100,10 @@ static int ff_make_dirty(ff_file *f, uint64_t i, int load)
     }
     b->filled = stored ? (uint32_t)ff_blen(f, i) : 0;
     b->state = FF_DIRTY, b->buf = buf, b->host = host;
+    if (stored)
+        ff_tail_loaded(f, i);
+    else
+        ff_tail_touch(f, i, 0);
     ff_rec_whole(f, i);
     f->n_dirty++;
     f->env->dirty_bytes += f->bs;
@@ -111,7 +115,7 @@ int ff_dirty_whole(ff_file *f, uint64_t i)
 {
     int rc = ff_make_dirty(f, i, 1);
     if (rc == 0)
-        ff_rec_whole(f, i);
+        ff_rec_whole(f, i), ff_tail_touch(f, i, 0);
     return rc;
 }
 
@@ -130,6 +134,7 @@ static int ff_grow(ff_file *f, uint64_t size)
         ff_rec_whole(f, old_n - 1);
         uint64_t grown = new_n > old_n || size % f->bs == 0 ? f->bs : size % f->bs;
         memset(f->blk[old_n - 1].buf + tail, 0, grown - tail);
+        ff_tail_touch(f, old_n - 1, tail);
     }
     /* off and word stay: frames to retire; entries never used are zeros already */
     for (uint64_t i = old_n; i < new_n && i < f->blk_hwm; i++)
@@ -304,6 +309,38 @@ static void ff_src_copy(uint8_t *dst, const ff_src *src, size_t p, size_t n)
     }
 }
 
+/* The first of n bytes of the write from p on that differs from old's, or n. */
+static size_t ff_src_differs(const uint8_t *old, const ff_src *src, size_t p, size_t n)
+{
+    for (size_t done = 0, c = 0; done < n; done += c) {
+        const uint8_t *at = ff_src_at(src, p + done, n - done, &c);
+        if (memcmp(old + done, at, c) == 0)
+            continue;
+        size_t k = 0;
+        while (old[done + k] == at[k])
+            k++;
+        return done + k;
+    }
+    return n;
+}
+
+/* Tells the tail tracking (ff_tail_touch) where a write of n bytes at boff into block i
+ * changes it. With the kernel's write-back cache a write covers the page it begins in, so
+ * an append to a log rewrites the bytes before it on that page as they were: those do not
+ * count as changed (comparing them costs at most a page a write). */
+static void ff_write_touch(ff_file *f, uint64_t i, const ff_src *src, size_t p, uint64_t boff,
+                           uint64_t n)
+{
+    if (i != f->low_block || boff >= f->low_at) {
+        ff_tail_touch(f, i, boff);
+        return;
+    }
+    uint64_t same = f->low_at - boff < n ? f->low_at - boff : n;
+    uint64_t d = ff_src_differs(f->blk[i].buf + boff, src, p, (size_t)same);
+    if (d < same || boff + n > f->low_at)
+        ff_tail_touch(f, i, boff + d);
+}
+
 /* Block i, which the write's bytes [p, p + bs) cover whole, takes the landing buffer that
  * holds them as its own; 0 when that is not where they lie or not a buffer it may use. A
  * block already dirty gives its old buffer to the landing in exchange. */
@@ -328,6 +365,7 @@ static int ff_land_block(ff_file *f, uint64_t i, const ff_src *src, size_t p)
     }
     b->buf = mine, b->filled = f->bs;
     ff_rec_whole(f, i);
+    ff_tail_touch(f, i, 0);
     f->env->n.writes_landed++;
     return 1;
 }
@@ -352,6 +390,7 @@ static int ff_write_own(ff_file *f, const ff_src *src, size_t len, uint64_t off)
         rc = ff_make_dirty(f, i, !(boff == 0 && n == ff_blen(f, i)));
         if (rc == 0) {
             ff_blk *b = &f->blk[i];
+            ff_write_touch(f, i, src, done, boff, n);
             ff_src_copy(b->buf + boff, src, done, n);
             ff_rec_range(f, i, boff, boff + n, first);
             b->filled = b->filled + n > f->bs ? f->bs : b->filled + (uint32_t)n;
@@ -475,6 +514,7 @@ static int ff_zero_range(ff_file *f, uint64_t off, uint64_t end)
                 return rc;
             memset(f->blk[i].buf + boff, 0, n);
             ff_rec_range(f, i, boff, boff + n, 0);
+            ff_tail_touch(f, i, boff);
         }
         off += n;
     }

@@ -63,6 +63,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->writes_landed = env->n.writes_landed;
     o->page_records = env->n.page_records, o->records_folded = env->n.records_folded;
     o->records_folded_early = env->n.records_folded_early;
+    o->chain_links = env->n.chain_links;
     o->record_commits = env->n.record_commits;
 }
 
@@ -95,6 +96,7 @@ static ff_file *ff_new(ff_env *env, int fd, const char *name)
         return NULL;
     f->env = env, f->fd = fd, f->id = env->next_id++;
     f->tail_block = UINT64_MAX;
+    f->low_block = UINT64_MAX;
     f->rewrite_min = UINT64_MAX;
     f->fsuid_was = CR_NONE;
     snprintf(f->name, sizeof(f->name), "%s", name ? name : "");

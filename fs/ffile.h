@@ -181,6 +181,8 @@ typedef struct {
     uint64_t records_folded;           /* blocks whose records a release made a new frame */
     uint64_t records_folded_early;     /* blocks whose slots a records commit left low on
                                           room, folded by a later one */
+    uint64_t chain_links;              /* commits that appended to a last block as a link of
+                                          its chained frame (version 5) */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

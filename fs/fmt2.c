@@ -516,6 +516,8 @@ fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int
     fmt_error err = fmt2_frame_parse(buf, want, bs, verify, len, &word, &fl);
     if (err == FMT_OK && verify)
         err = fmt2_content_check(buf, *len, word, fl);
+    if (err == FMT_ERR_CORRUPT && buf[4] == FMT2_FLG_CHAIN)    /* version 5 (9.12) */
+        err = fmt2_chain_parse(buf, want, bs, verify, len, &fl);
     *flen = fl;
     *padded = fl && fl + 8 <= want && fmt_get32(buf + fl) == FMT_SKIP_PAD &&
               fmt_get32(buf + fl + 4) == slot - fl - 8;
@@ -532,6 +534,26 @@ static uint32_t fmt2_scan_run(int fd, uint32_t bs, uint64_t i, int verify, const
     if (!m || i % g + m > g || !fmt2_run_tail_ok(fd, bs, i, m, verify))
         return 0;
     return !verify || fmt2_run_data_zero(fd, bs, i, m) ? m : 0;
+}
+
+/* Slot i (its bytes in buf), whose frame does not parse, as what a crash left of a chain
+ * (9.12): its blocks that check are the last block, whose end the recovery puts back
+ * (fmt2_chain_settle). */
+static fmt_error fmt2_scan_chain(uint64_t file_len, uint32_t bs, uint64_t i, const uint8_t *buf,
+                                 fmt2_scan_result *out)
+{
+    uint64_t at = fmt2_slot_off(bs, i), avail = file_len - at;
+    uint8_t *dst = malloc(bs);
+    fmt2_chain_info ci;
+    if (!dst)
+        return FMT_ERR_NOMEM;
+    fmt_error err = fmt2_chain_prefix(buf, avail < fmt2_slot_len(bs) ? avail : fmt2_slot_len(bs),
+                                      bs, dst, &ci);
+    free(dst);
+    if (err == FMT_OK)
+        out->n_blocks = i + 1, out->size = i * (uint64_t)bs + ci.len,
+        out->valid_end = at + FMT_FRAME_HEADER_LEN + ci.area + FMT_FRAME_END_LEN;
+    return err;
 }
 
 /* A run never holds the last block: a walk that ends right after runs ends before them. */
@@ -566,6 +588,11 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
         if (err == FMT_ERR_CHECKSUM && padded && len == bs) {
             bad++;                         /* kept only if a good frame follows */
             continue;
+        }
+        if (err != FMT_OK && fmt2_slot_off(bs, i) < file_len &&
+            fmt2_scan_chain(file_len, bs, i, buf, out) == FMT_OK) {
+            out->bad_blocks = bad, after_run = 0;
+            break;                         /* what a torn link left of a chain ends it */
         }
         if (err != FMT_OK || i * (uint64_t)bs + len > FMT2_MAX_SIZE)
             break;
@@ -809,8 +836,8 @@ static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum
     return fdatasync(fd) < 0 ? FMT_ERR_IO : fmt2_settle(fd, r);
 }
 
-fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
-                       fmt2_recovery *r)
+static fmt_error fmt2_recover_state(int fd, uint64_t file_len, uint32_t bs, int write,
+                                    uint32_t zsum, fmt2_recovery *r)
 {
     memset(r, 0, sizeof(*r));
     r->file_len = file_len;
@@ -836,6 +863,13 @@ fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32
     if (r->replayed && fdatasync(fd) < 0)
         return FMT_ERR_IO;
     return fmt2_settle(fd, r);
+}
+
+fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
+                       fmt2_recovery *r)
+{
+    fmt_error err = fmt2_recover_state(fd, file_len, bs, write, zsum, r);
+    return err == FMT_OK ? fmt2_chain_settle(fd, bs, write, r) : err;
 }
 
 /* Whether slot i holds a whole block as the footer ft describes it (i < n - 1: a full
@@ -888,8 +922,8 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     fmt_error fail = FMT_OK;
     for (; i < ft.n_blocks; i += m ? m : 1) {
         m = 0;
-        if (fmt2_in_journal(r, i)) {
-            runs_from = UINT64_MAX;
+        if (fmt2_in_journal(r, i) || (r->chain_area && i + 1 == ft.n_blocks)) {
+            runs_from = UINT64_MAX;    /* a chain: fmt2_chain_settle checked its blocks */
             continue;
         }
         if (!fmt2_slot_whole(fd, r->file_len, bs, &ft, i, buf, &flen, &m, &fail))
@@ -910,6 +944,7 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
                                     &padded) != FMT_OK)
             prev = 0;
         r->unsynced_cut = ft.n_blocks - i;
+        r->chain_area = 0;             /* the chain, if any, was in a block cut off */
         ft.n_blocks = i, ft.size = i * (uint64_t)bs;
         ft.tail = i ? fmt2_slot_off(bs, i - 1) + prev : FMT_MARKER_LEN;
         if (i && !prev) {              /* cannot happen: block i - 1 was checked whole */

@@ -140,6 +140,9 @@ int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zs
 static inline uint64_t fmt2_run_group(uint32_t bs) { return FMT2_RUN_SPAN / bs; }
 /* The size word memory keeps for a block inside a run (size 0: no frame of its own). */
 #define FMT2_RUN_WORD FMT_RAW_BIT
+/* The size word memory keeps for a last block whose frame is a chain (fmt2_chain.c): no
+ * stored size has this bit (a block is at most 4 MiB). */
+#define FMT2_CHAIN_WORD (1u << 30)
 /* XXH32 of m * bs zero bytes: the run's block and content checksum. */
 uint32_t fmt2_run_zero_sum(uint32_t bs, uint32_t m);
 /* The first FMT2_HOLE_HEAD bytes of a run of m blocks. */
@@ -247,6 +250,9 @@ typedef struct {
     uint64_t *jat;                          /* takes instead of the slots': entries by block, */
     uint32_t jn;                            /* the newer journal's where both hold one, and
                                                where each frame lies in the file (jat) */
+    uint32_t chain_area;                    /* fmt2_chain_settle: the last slot holds a chain
+                                               whose blocks take this many bytes; 0: not */
+    int chain_fixed;                        /* it cut a torn link or put its end back */
 } fmt2_recovery;
 
 /* Footer, journal replay and settling, or the walk and a new footer. write 0 changes
@@ -285,6 +291,52 @@ int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
  * says every block is promised (fresh = n), so that no later open checks them again.
  * Otherwise r->ft says the same, in memory only. */
 fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r);
+
+/* ---- the chained last frame (version 5, fmt2_chain.c, docs/FORMAT.md 9.12) ----
+ * The last slot of a version 5 file may hold its partial block as a chain: one frame of
+ * linked LZ4 blocks (FLG 0x5C), the first what a whole write of the block made, each later
+ * one what an append added, compressed with the bytes before it as its dictionary. An append
+ * writes its link over the frame's end (EndMark, content checksum) and the footer, and the
+ * frame's header again: a few hundred bytes instead of the whole block twice. */
+#define FMT2_FLG_CHAIN 0x5Cu                /* version 01, linked blocks, block checksums,
+                                               content size, content checksum */
+#define FMT2_CHAIN_LINK_OVERHEAD 16u        /* a link's size word and checksum, EndMark,
+                                               content checksum */
+typedef struct {
+    uint32_t len;                           /* bytes decoded */
+    uint32_t area;                          /* bytes of the blocks taken, from the first size
+                                               word; the EndMark follows them */
+    uint32_t blocks;
+} fmt2_chain_info;
+
+/* The 15-byte header of a chain of len bytes. */
+void fmt2_chain_head(uint8_t out[FMT_FRAME_HEADER_LEN], uint32_t bs, uint32_t len);
+/* A link: the n bytes added (comp: their linked block of comp_len bytes; NULL or not smaller:
+ * stored raw) as a block, then the frame's end with raw_sum, the content checksum of the
+ * whole block. Returns its length, n or comp_len + FMT2_CHAIN_LINK_OVERHEAD. */
+size_t fmt2_chain_link(uint8_t *out, const uint8_t *added, uint32_t n, const uint8_t *comp,
+                       uint32_t comp_len, uint32_t raw_sum);
+/* Decodes the blocks at b (avail bytes, from the first size word) into dst (cap bytes), each
+ * linked to the bytes before it, up to the EndMark. strict: every block must check (its
+ * checksum, its decoding) and the EndMark must follow, else FMT_ERR_CORRUPT; not strict:
+ * stops before the first block that does not. */
+fmt_error fmt2_chain_decode(const uint8_t *b, size_t avail, uint32_t bs, uint8_t *dst,
+                            uint32_t cap, int strict, fmt2_chain_info *out);
+/* Parses a whole chain in buf (avail bytes from its start): header with FLG 0x5C and a
+ * content size below bs, blocks, EndMark. verify also decodes it: the content size and
+ * checksum hold (FMT_ERR_CHECKSUM). *len: its content size, *frame_len: its length. */
+fmt_error fmt2_chain_parse(const uint8_t *buf, size_t avail, uint32_t bs, int verify,
+                           uint32_t *len, uint32_t *frame_len);
+/* The blocks of the frame in buf that check, decoded into dst (bs bytes), whatever its
+ * content size, header checksum and end say: what a torn link leaves of a chain, or of the
+ * frame the first link was turning into one. FMT_ERR_CORRUPT when not even one does. */
+fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8_t *dst,
+                            fmt2_chain_info *out);
+/* After fmt2_recover (the daemon's open and fsck): when the last slot holds a chain, or a
+ * frame a link was written behind, checks it whole; a chain that does not end as the footer
+ * says is cut to its blocks that check, its header, end and footer written again (write), or
+ * r->ft says so in memory. Sets r->chain_area. */
+fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, fmt2_recovery *r);
 
 /* ---- page records (version 4, fmt2_rec.c, docs/FORMAT.md 9.11) ----
  * A small change of a block is stored as a record in the padding of the block's own slot,

@@ -150,7 +150,7 @@ uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint32_t len, uint64_t f
     const uint8_t *pad = h + 4 + FMT_FRAME_END_LEN;
     fmt2_rec_state st;
     if (n == 0 || fmt_pread_all(fd, m, sizeof(m), FMT_MARKER_FLAGS_OFF - 8) < 0 ||
-        fmt_get32(m) != FMT_VERSION_4 ||
+        fmt_get32(m) < FMT_VERSION_4 || fmt_get32(m) > FMT_VERSION ||
         fmt_pread_all(fd, h, sizeof(h), frame_end - FMT2_FRAME_TRAIL) < 0 ||
         fmt_get32(pad) != FMT_SKIP_PAD ||
         frame_end + 8 + fmt_get32(pad + 4) != fmt2_slot_off(bs, n) ||

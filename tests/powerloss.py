@@ -4,7 +4,8 @@
   powerloss.py workload MNT LOGDIR --seed S --writers W --ops N
       Writers (one process each, two files each) append, overwrite, truncate, reopen and
       fsync through the mount (more cuts to nothing with --zeros; holes punched and ranges
-      zeroed with --falloc; appends of megabytes with --big), writing self-describing
+      zeroed with --falloc; appends of megabytes with --big; a log's lines, each appended and
+      closed, with --lines), writing self-describing
       64-byte records, and log every operation with its monotonic start and end times.
 
   powerloss.py check BASE PLOG LOGDIR PLCHECK WORK --states N --seed S
@@ -72,7 +73,7 @@ def zero_range(rnd, fd, nrec):
     return {"op": "zero", "start": start, "n": n, "keep": keep}, nrec if keep else max(nrec, start + n)
 
 
-def writer(mnt, logdir, w, seed, n_ops, zeros, falloc, big):
+def writer(mnt, logdir, w, seed, n_ops, zeros, falloc, big, lines):
     rnd = random.Random(seed * 1000 + w)
     names = ["w%d_%d" % (w, k) for k in range(2)]
     fids = [w * 2 + k for k in range(2)]
@@ -91,7 +92,20 @@ def writer(mnt, logdir, w, seed, n_ops, zeros, falloc, big):
         ver += 1
         e = {"f": names[k], "fid": fids[k], "ver": ver}
         t0 = time.monotonic_ns()
-        if falloc and nrec[k] and rnd.random() < falloc:
+        if lines and rnd.random() < lines:
+            # a log's line: appended and closed (`>>`), which a version 5 file commits as a
+            # link of its last block's chained frame (docs/FORMAT.md 11.8)
+            n = rnd.randint(1, 3)
+            put(k, nrec[k], n, ver)
+            e.update(op="write", start=nrec[k], n=n, t0=t0, t1=time.monotonic_ns())
+            log.write(json.dumps(e) + "\n")
+            nrec[k] += n
+            ver += 1
+            t0 = time.monotonic_ns()
+            os.close(fds[k])
+            fds[k] = os.open(os.path.join(mnt, names[k]), os.O_RDWR)
+            e = {"f": names[k], "fid": fids[k], "ver": ver, "op": "reopen"}
+        elif falloc and nrec[k] and rnd.random() < falloc:
             z, nrec[k] = zero_range(rnd, fds[k], nrec[k])
             e.update(z)
         elif r < 0.38 or nrec[k] == 0:
@@ -137,7 +151,7 @@ def workload(a):
         pid = os.fork()
         if pid == 0:
             try:
-                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros, a.falloc, a.big)
+                writer(a.mnt, a.logdir, w, a.seed, a.ops, a.zeros, a.falloc, a.big, a.lines)
                 os._exit(0)
             except Exception as ex:  # the test reads this line
                 print("writer %d: %r" % (w, ex), file=sys.stderr)
@@ -618,6 +632,8 @@ def main():
                    help="the share of operations that punch a hole or zero a range")
     w.add_argument("--big", type=float, default=0.0,
                    help="the share of appends that write 0.5-2.5 MiB at once")
+    w.add_argument("--lines", type=float, default=0.0,
+                   help="the share of operations that append a line and close the file")
     c = sub.add_parser("check")
     for x in ("base", "plog", "logdir", "plcheck", "work"):
         c.add_argument(x)

@@ -6,10 +6,13 @@
 # t_crash_mix kills at random moments, this builds every point from the daemon's record of
 # its writes (tests/plshim.c): a kill -9 keeps every write made, in order, and nothing after.
 # The steps (tests/killpoints.py) mix changes of a few bytes (page records, format version
-# 4) with whole blocks, writes across blocks and past the end, with and without fsync; on
-# format version 3 too (no records). Half the steps change pages only, most in one hot block,
+# 4) with whole blocks, writes across blocks and past the end, with and without fsync, and
+# in a growing file a log's lines appended alone and closed (links of the last block's
+# chained frame, format version 5); the seeds run as version 5, the grow seeds as version 4
+# (records without chains), the first seed as version 3 too (neither). Half the steps change pages only, most in one hot block,
 # and the file stays open across steps, so that its slot fills across fsyncs and is folded
-# early (FORMAT.md 11.7, "Making room"; each version 4 seed must see one). Odd seeds: a file
+# early (FORMAT.md 11.7, "Making room"; each seed of version 4 or 5 without a log's lines
+# must see one). Odd seeds: a file
 # that ends inside a block and grows; even seeds: 16 whole blocks that stay so (records in
 # the last slot), and, as grow seeds, 16 whole blocks that grow (the commit that appends and
 # rewrites in place: docs/FORMAT.md 14, item 9, fixed since).
@@ -36,10 +39,19 @@ run_seed() {
         { fail_check "v$ver seed $seed: mount" "$LAST_MOUNT_OUT"; return 1; }
     check "v$ver seed $seed${grow:+ (grows)}: $STEPS steps through the mount" \
         python3 "$PY" workload "$m" "$log" --seed "$seed" --steps "$STEPS" $grow
-    local early
-    early=$(stat_of "$(stats "$m")" records_folded_early)
-    [ "$ver" = 4 ] && check_show "v$ver seed $seed: slots that ran low were folded early ($early)" \
-        test "$early" -gt 0
+    local early links st
+    st=$(stats "$m")
+    early=$(stat_of "$st" records_folded_early)
+    links=$(stat_of "$st" chain_links)
+    local lines=0   # a growing file's lines appended alone: links of its chain (version 5)
+    [ "$ver" -ge 5 ] && { [ $((seed % 2)) = 1 ] || [ -n "$grow" ]; } && lines=1
+    [ "$ver" -ge 4 ] && [ "$lines" = 0 ] &&
+        check_show "v$ver seed $seed: slots that ran low were folded early ($early)" \
+            test "$early" -gt 0
+    if [ "$lines" = 1 ]; then
+        check_show "v$ver seed $seed: lines were committed as links of a chain ($links)" \
+            test "$links" -gt 0
+    fi
     check "v$ver seed $seed: unmount" umount_at "$m" "$DAEMON_PID"
     check "v$ver seed $seed: the recorder logged the daemon's writes" test -s "$plog"
     check_show "v$ver seed $seed: after each write the file is a step's state" \
@@ -50,7 +62,7 @@ run_seed() {
 }
 
 for seed in $SEEDS; do
-    run_seed 4 "$seed"
+    run_seed 5 "$seed"
 done
 for seed in $GROW_SEEDS; do
     run_seed 4 "$seed" --grow

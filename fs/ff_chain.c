@@ -1,0 +1,171 @@
+/* Appends to the last block of a version 5 file, committed as links of its chained frame
+ * (docs/FORMAT.md 9.12 and 11.8).
+ *
+ * A log appended a line per open and close commits its partial last block at every close.
+ * Rewritten whole (through the journal, then in its slot), that block costs each line the
+ * compressed block twice, hashed and copied: hundreds of KiB for a 60-byte line at 1 MiB
+ * blocks. When the commit only added bytes behind what the last block held, and the file
+ * ends with that block's frame and the footer, the added bytes are compressed alone with
+ * the block as their dictionary (the tail compressor, eng_tail.h) and written as one more
+ * linked LZ4 block over the frame's end, followed by the frame's new end and the footer,
+ * and the frame's header says the new length: about the line, twice. The blocks already
+ * there are never written again, so a crash at any point leaves them, and the open keeps
+ * every link that checks (fmt2_chain_settle). A chain compresses worse than one block, so
+ * once its links hold ff_chain_budget bytes the next commit writes the block whole again. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "bcache.h"
+#include "ff_slots.h"
+
+/* Link bytes after which the block is written whole again: what a chain may cost beyond
+ * one compression of its block stays within the format's growth bound (64 KiB) with room
+ * for the pages its frame and footer leave partly used. */
+static uint32_t ff_chain_budget(uint32_t bs)
+{
+    return bs / 4 < (32u << 10) ? bs / 4 : (32u << 10);
+}
+
+/* The commit is one a link can make: only bytes appended to a partial last block that was
+ * loaded as committed, in a file that ends with that block's frame and a footer. */
+static int ff_chain_able(const ff_file *f, int durable)
+{
+    const ff2_state *v = &f->v2;
+    uint64_t n = f->n_blocks, i = n - 1;
+    if (durable || f->version < FMT_VERSION_3 || ff_new_version(f->env) < FMT_VERSION_5 ||
+        n == 0 || n != f->n_stored || f->rewrite_min != i || f->n_dirty != 1 ||
+        f->n_batches || f->n_pending || !f->tail || f->tail_block != i)
+        return 0;
+    /* records lie only in a last slot padded to the next one (FORMAT.md 9.11): its frame
+     * alone would not be the block */
+    int recs = f->rec_flag || f->rec_old;
+    if (v->footerless || v->j_pending || v->j_live || v->j_len || v->paired ||
+        v->eof != v->tail + FMT2_FOOTER_LEN ||
+        (recs && v->tail >= fmt2_slot_off(f->bs, n) &&
+         !(f->rec && f->rec[i].known && f->rec[i].used == 0)))
+        return 0;
+    const ff_blk *b = &f->blk[i];
+    uint64_t old_len = v->size - i * (uint64_t)f->bs, len = ff_blen(f, i);
+    uint32_t in_len;
+    return b->state == FF_DIRTY && !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
+           old_len > 0 && len > old_len && len < f->bs && f->low_block == i &&
+           f->low_at >= old_len && eng_tail_input(f->tail, &in_len) && in_len == old_len;
+}
+
+/* The footer's fresh after a commit that wrote block i in place without a sync (ff_slots.c,
+ * ff2_fresh_after): i joins the fresh suffix when it ends right below it. */
+static uint64_t ff_chain_fresh(const ff_file *f, uint64_t i)
+{
+    uint64_t b = f->v2.fresh < f->n_stored ? f->v2.fresh : f->n_stored;
+    if (i + 1 == b)
+        b = i;
+    return b < f->v2.promised ? f->v2.promised : b;
+}
+
+/* Version 3 and 4 files say 5 before their first chain (FORMAT.md 16). */
+static int ff_chain_version(ff_file *f)
+{
+    uint8_t v[4];
+    if (f->version >= FMT_VERSION_5)
+        return 0;
+    fmt_put32(v, FMT_VERSION_5);
+    int rc = fmt_pwrite_all(f->fd, v, sizeof(v), FMT_MARKER_FLAGS_OFF - 8);
+    if (rc == 0)
+        f->version = FMT_VERSION_5;
+    return rc;
+}
+
+/* Header, then link, frame end and footer in one write (over the frame's old end, and over
+ * the padding that followed it when it had shrunk in place), and a cut when the old footer
+ * lay further; memory takes the new state. */
+static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len)
+{
+    uint64_t i = f->n_blocks - 1, at = fmt2_slot_off(f->bs, i), end = at + frame_len;
+    uint32_t old_len = (uint32_t)(f->v2.size - i * (uint64_t)f->bs), len = (uint32_t)ff_blen(f, i);
+    ff_blk *b = &f->blk[i];
+    uint8_t head[FMT_FRAME_HEADER_LEN], footer[FMT2_FOOTER_LEN];
+    uint8_t *link = malloc(len - old_len + FMT2_CHAIN_LINK_OVERHEAD);
+    if (!link)
+        return -ENOMEM;
+    size_t link_len = fmt2_chain_link(link, b->buf + old_len, len - old_len, o->piece,
+                                      o->piece_len, o->raw_sum);
+    uint64_t tail = end - FMT_FRAME_END_LEN + link_len, fresh = ff_chain_fresh(f, i);
+    fmt2_footer ft = ff2_footer(f, f->size, tail, 0, 0, fresh);
+    fmt2_footer_encode(&ft, footer);
+    fmt2_chain_head(head, f->bs, len);
+    struct iovec iov[2] = {{link, link_len}, {footer, sizeof(footer)}};
+    ff_io_exclusive(f);
+    int rc = fmt_pwrite_all(f->fd, head, sizeof(head), at);
+    if (rc == 0)
+        rc = fmt_pwritev_all(f->fd, iov, 2, end - FMT_FRAME_END_LEN);
+    if (rc == 0 && tail + FMT2_FOOTER_LEN < f->v2.eof && ftruncate(f->fd, (off_t)(tail + FMT2_FOOTER_LEN)) < 0)
+        rc = -errno;
+    free(link);
+    if (rc == 0) {
+        bc_forget(f->env->cache, f->id, ff2_word_off(f, i));
+        ff_buf_to_cache(f, b, ff2_word_off(f, i), len);
+        ff_drop_buf(f, b);
+        b->state = FF_CLEAN, b->off = ff2_word_off(f, i);
+        f->chain_links = b->word == FMT2_CHAIN_WORD ? f->chain_links + (uint32_t)link_len
+                                                     : (uint32_t)link_len;
+        b->word = FMT2_CHAIN_WORD;
+        f->chain_area = (uint32_t)(frame_len - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD) +
+                        (uint32_t)link_len - FMT_FRAME_END_LEN;
+        f->v2.seq++, f->v2.tail = tail, f->v2.eof = tail + FMT2_FOOTER_LEN;
+        f->v2.size = f->size, f->v2.fresh = f->v2.disk_fresh = fresh;
+        f->tail_block = i, f->rewrite_min = UINT64_MAX;
+    } else {
+        bc_forget_file(f->env->cache, f->id);
+    }
+    pthread_rwlock_unlock(&f->io);
+    return rc;
+}
+
+int ff_chain_commit(ff_file *f, int durable)
+{
+    if (!ff_chain_able(f, durable))
+        return 0;
+    uint64_t i = f->n_blocks - 1, frame_len;
+    uint32_t old_len = (uint32_t)(f->v2.size - i * (uint64_t)f->bs), len = (uint32_t)ff_blen(f, i);
+    uint32_t links = f->blk[i].word == FMT2_CHAIN_WORD ? f->chain_links : 0;
+    int rc = ff2_stored_frame_len(f, i, &frame_len);
+    if (rc < 0)
+        return rc;
+    uint64_t grown = frame_len + (len - old_len) + FMT2_CHAIN_LINK_OVERHEAD - FMT_FRAME_END_LEN;
+    if (fmt2_slot_off(f->bs, i) + frame_len > f->v2.tail || grown > f->bs + FMT2_FRAME_OVERHEAD ||
+        links + (len - old_len) + FMT2_CHAIN_LINK_OVERHEAD > ff_chain_budget(f->bs)) {
+        eng_tail_reset(f->tail);       /* written whole, compressed from scratch */
+        return 0;
+    }
+    eng_tail_out o;
+    f->tail_block = UINT64_MAX;        /* until the link is on disk */
+    if (eng_tail_extend(f->tail, f->blk[i].buf + old_len, len - old_len, &o) < 0)
+        return 0;                      /* the tail compressor starts over: a whole commit */
+    if ((rc = ff_chain_version(f)) < 0 || (rc = ff_chain_write(f, &o, frame_len)) < 0) {
+        eng_tail_reset(f->tail);
+        return rc;
+    }
+    f->env->n.commits++;
+    f->env->n.chain_links++;
+    f->env->n.tail_blocks++;
+    f->env->n.tail_bytes_kept += old_len;
+    f->mtime_stale = 1, f->deferred_err = 0;
+    return 1;
+}
+
+void ff_chain_loaded(ff_file *f, uint32_t area)
+{
+    uint64_t i = f->n_stored - 1;
+    uint8_t w[4];
+    f->blk[i].word = FMT2_CHAIN_WORD;
+    f->chain_area = area;
+    /* its links: what follows its first block (unknown: all of it, so that the next append
+     * writes the block whole) */
+    f->chain_links = fmt_pread_all(f->fd, w, sizeof(w), ff2_word_off(f, i)) == 0 &&
+                             fmt_block_len(fmt_get32(w)) <= area
+                         ? area - (uint32_t)fmt_block_len(fmt_get32(w))
+                         : area;
+}
