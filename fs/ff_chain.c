@@ -99,8 +99,15 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len)
     struct iovec iov[2] = {{link, link_len}, {footer, sizeof(footer)}};
     ff_io_exclusive(f);
     int rc = fmt_pwrite_all(f->fd, head, sizeof(head), at);
-    if (rc == 0)
-        rc = fmt_pwritev_all(f->fd, iov, 2, end - FMT_FRAME_END_LEN);
+    if (rc == 0 && (rc = fmt_pwritev_all(f->fd, iov, 2, end - FMT_FRAME_END_LEN)) < 0) {
+        /* a full disk: the frame's old end is still there, so its old header goes back
+         * (an overwrite, which needs no space); the open would repair it otherwise */
+        if (b->word == FMT2_CHAIN_WORD)
+            fmt2_chain_head(head, f->bs, old_len);
+        else
+            fmt_frame_header(head, f->bs, old_len, 1);
+        (void)fmt_pwrite_all(f->fd, head, sizeof(head), at);
+    }
     if (rc == 0 && tail + FMT2_FOOTER_LEN < f->v2.eof && ftruncate(f->fd, (off_t)(tail + FMT2_FOOTER_LEN)) < 0)
         rc = -errno;
     free(link);

@@ -44,18 +44,19 @@ static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsu
                          &st);
 }
 
-/* A chained last frame (version 5, FORMAT.md 9.12): its blocks from the one at `at` up to
- * the EndMark, each linked to those before it. f->chain_area changes only with f->io held
- * exclusive, which the caller holds shared. */
+/* A chained last frame (version 5, FORMAT.md 9.12): its blocks from the one at `at`, each
+ * linked to those before it, chain_area bytes of them (a read-only open of a chain a crash
+ * left torn reads the blocks that check, which its end does not follow yet). f->chain_area
+ * changes only with f->io held exclusive, which the caller holds shared. */
 static fmt_error ff_decode_chain(ff_file *f, uint64_t at, uint8_t *dst, uint64_t len, int *rc_out)
 {
-    size_t want = (size_t)f->chain_area + FMT_ENDMARK_LEN;
+    size_t want = f->chain_area;
     uint8_t *raw = malloc(want);
     ssize_t got = raw ? fmt_pread_upto(f->fd, raw, want, at) : -ENOMEM;
     fmt2_chain_info ci = {0, 0, 0};
     fmt_error err = FMT_OK;
     if (got >= 0)
-        err = fmt2_chain_decode(raw, (size_t)got, f->bs, dst, (uint32_t)len, 1, &ci);
+        err = fmt2_chain_decode(raw, (size_t)got, f->bs, dst, (uint32_t)len, 0, &ci);
     if (got >= 0 && err == FMT_OK && (ci.len != len || ci.area != f->chain_area))
         err = FMT_ERR_CORRUPT;
     *rc_out = got < 0 ? (int)got : 0;

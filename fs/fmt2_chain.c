@@ -134,7 +134,14 @@ fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8
         return FMT_ERR_CORRUPT;
     fmt_error err = fmt2_chain_decode(buf + FMT_FRAME_HEADER_LEN, avail - FMT_FRAME_HEADER_LEN,
                                       bs, dst, bs - 1, 0, out);
-    return err == FMT_OK && out->blocks == 0 ? FMT_ERR_CORRUPT : err;
+    if (err != FMT_OK || out->blocks == 0)
+        return err == FMT_OK ? FMT_ERR_CORRUPT : err;
+    /* a frame of 9.3 (FLG 0x7C) counts only with a link written behind its block: without
+     * one it is a frame torn at its end, which is no chain (the walk drops it, 10.1) */
+    size_t next = FMT_FRAME_HEADER_LEN + (size_t)out->area;
+    if (buf[4] == 0x7C && out->blocks == 1 && (avail < next + 4 || fmt_get32(buf + next) == 0))
+        return FMT_ERR_CORRUPT;
+    return FMT_OK;
 }
 
 /* Slot i's frame as the footer ft says it: the header and the word after the first block.

@@ -5,7 +5,7 @@
  * stdout, one line each prefixed with the file's path; the summary is the last line.
  *
  * --convert rewrites every own file of format version 1 that its check leaves without
- * problems as a version 4 file, in place (tools/tl_convert.c, shared with mkfpgalz4fs
+ * problems as a version 5 file, in place (tools/tl_convert.c, shared with mkfpgalz4fs
  * --compress-existing). */
 #include "chk.h"
 #include "sb.h"
@@ -31,7 +31,7 @@ enum { FK_CLEAN = 0, FK_CORRECTED = 1, FK_LEFT = 4, FK_OPERATIONAL = 8, FK_USAGE
 
 typedef struct {
     int no, yes, verbose;
-    int convert;                       /* --convert: version 1 files become version 4 */
+    int convert;                       /* --convert: version 1 files become version 5 */
     const char *dir;
 } fk_options;
 
@@ -72,7 +72,7 @@ static void fk_help(void)
            "              daemon would repair by itself at open)\n"
            "  -v          name every file checked (and every file of format version 1)\n"
            "  --convert   after its check, rewrite every file of format version 1 as\n"
-           "              version 4, in place (owner, mode, times and extended\n"
+           "              version 5, in place (owner, mode, times and extended\n"
            "              attributes kept; hard-linked files and files with problems\n"
            "              left are not converted); safe to interrupt and run again;\n"
            "              a conversion counts as a correction. Not with -n\n"
@@ -247,7 +247,7 @@ static int fk_open_file(int dirfd, const char *name, const struct stat *st, int 
 }
 
 /* A file of format version 1, after its check (r): named under -v; under --convert,
- * rewritten as version 4 unless the check left problems or it has hard links. fd is the
+ * rewritten as version 5 unless the check left problems or it has hard links. fd is the
  * descriptor the check used. */
 static void fk_version1(fk_state *s, int dirfd, const char *name, int fd, const chk_result *r)
 {
@@ -265,29 +265,29 @@ static void fk_version1(fk_state *s, int dirfd, const char *name, int fd, const 
         return;
     if (!s->o->convert) {
         if (s->o->verbose)
-            fk_line(s, "format version 1: fsck --convert rewrites it as version 4");
+            fk_line(s, "format version 1: fsck --convert rewrites it as version 5");
         return;
     }
     if (left) {
-        fk_line(s, "format version 1: not converted to version 4 (problems left, see above)");
+        fk_line(s, "format version 1: not converted to version 5 (problems left, see above)");
         s->conv_left++;
         return;
     }
     if (st.st_nlink > 1) {
-        fk_line(s, "format version 1: has %llu hard links: not converted to version 4 (a "
+        fk_line(s, "format version 1: has %llu hard links: not converted to version 5 (a "
                 "rename would split them)", (unsigned long long)st.st_nlink);
         s->conv_links++;
         return;
     }
     int rc = tl_convert(&s->tc, dirfd, name, s->rel, fd, &st, TL_SRC_OWN, &stored);
     if (rc < 0) {
-        fk_line(s, "format version 1: not converted to version 4 (left as it was): %s",
+        fk_line(s, "format version 1: not converted to version 5 (left as it was): %s",
                 rc == -EBUSY ? "changed while being converted" : strerror(-rc));
         s->conv_failed++, s->status |= FK_OPERATIONAL;
         return;
     }
     uint64_t was = (uint64_t)st.st_blocks * 512;
-    fk_line(s, "format version 1: converted to version 4 (%llu bytes on disk, were %llu)",
+    fk_line(s, "format version 1: converted to version 5 (%llu bytes on disk, were %llu)",
             (unsigned long long)stored, (unsigned long long)was);
     s->converted++, s->status |= FK_CORRECTED;
     s->bytes_in += was, s->bytes_out += stored;
@@ -403,7 +403,7 @@ static void fk_summary(const fk_state *s)
            (unsigned long long)s->unrepairable, (unsigned long long)s->bad_blocks,
            (unsigned long long)s->failed);
     if (s->o->convert)
-        printf(FK_NAME ": %s: %llu files converted to version 4 (%llu bytes on disk, now %llu), "
+        printf(FK_NAME ": %s: %llu files converted to version 5 (%llu bytes on disk, now %llu), "
                "not converted: %llu hard-linked, %llu with problems left, %llu failed; %llu "
                "stale temporaries removed\n", s->o->dir, (unsigned long long)s->converted,
                (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,

@@ -1209,14 +1209,14 @@ static void test_ff_roundtrip(void **state)
 {
     fixture *fx = fx_new(BS, TAG);
     uint8_t *d = e2e_write(fx);
-    /* a version 4 file (version 2 with hole runs and page records) with a valid footer
-     * right after the slots */
+    /* a version 5 file (version 2 with hole runs, page records and a chained last frame)
+     * with a valid footer right after the slots */
     int fd = open(fx->path, O_RDONLY);
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
     assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
     assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
-    assert_int_equal(m.version, FMT_VERSION_4);
+    assert_int_equal(m.version, FMT_VERSION_5);
     fmt2_footer ft;
     uint64_t alloc, len = path_len(fx->path, &alloc);
     assert_int_equal(fmt2_footer_read(fd, len, BS, &ft), FMT_OK);

@@ -34,6 +34,23 @@ static void check_block(const eng_tail_out *out, const uint8_t *src, uint32_t le
     free(back);
 }
 
+/* The piece of a call that added src[from, len): one LZ4 block that decodes to those bytes
+ * with src[0, from) before it as its dictionary (or, not smaller, those bytes stored raw). */
+static void check_piece(const eng_tail_out *out, const uint8_t *src, uint32_t from, uint32_t len)
+{
+    assert_non_null(out->piece);
+    if (out->piece_len >= len - from)
+        return;                        /* stored raw by the caller */
+    uint8_t *back = malloc(len);
+    memcpy(back, src, from);
+    int n = LZ4_decompress_safe_usingDict((const char *)out->piece, (char *)back + from,
+                                          (int)out->piece_len, (int)(len - from),
+                                          (const char *)back, (int)from);
+    assert_int_equal(n, (int)(len - from));
+    assert_memory_equal(back + from, src + from, len - from);
+    free(back);
+}
+
 /* Appends of step(rng) bytes up to cap; each result is checked; returns the last size. */
 static uint32_t grow_and_check(uint32_t cap, const uint8_t *src, uint64_t seed, uint32_t max_step)
 {
@@ -49,6 +66,10 @@ static uint32_t grow_and_check(uint32_t cap, const uint8_t *src, uint64_t seed, 
         assert_int_equal(eng_tail_compress(t, src, next, &out), 0);
         assert_true(out.reused == len || out.reused == 0);
         check_block(&out, src, next);
+        if (out.reused)
+            check_piece(&out, src, len, next);
+        else
+            assert_null(out.piece);
         compressed += next - out.reused;
         len = next;
         comp_len = out.comp_len;
@@ -164,10 +185,44 @@ static void test_room_around_block(void **state)
     free(src);
 }
 
+/* eng_tail_extend: the caller vouches for the input, nothing is compared, no fresh
+ * compression is made however far it grows; each piece decodes with what came before it,
+ * and the whole block and its checksums stay right. Bad calls are refused. */
+static void test_extend(void **state)
+{
+    (void)state;
+    const uint32_t cap = 256u << 10;
+    uint8_t *src = malloc(cap);
+    fill_text(src, cap, 9);
+    eng_tail *t = eng_tail_new(cap, 0, 0);
+    assert_non_null(t);
+    eng_tail_out out;
+    assert_int_equal(eng_tail_extend(t, src, 10, &out), -EINVAL);     /* no input yet */
+    assert_int_equal(eng_tail_compress(t, src, 1000, &out), 0);
+    uint64_t s = 5;
+    uint32_t len = 1000;
+    while (len < cap - 300) {
+        uint32_t step = 1 + rng_next(&s) % 300;
+        assert_int_equal(eng_tail_extend(t, src + len, step, &out), 0);
+        assert_int_equal(out.reused, len);
+        check_piece(&out, src, len, len + step);
+        len += step;
+        check_block(&out, src, len);
+    }
+    assert_int_equal(eng_tail_extend(t, src, cap, &out), -EINVAL);    /* past cap */
+    assert_int_equal(eng_tail_extend(t, src, 0, &out), -EINVAL);
+    uint32_t in_len;
+    assert_ptr_not_equal(eng_tail_input(t, &in_len), NULL);
+    assert_int_equal(in_len, len);
+    eng_tail_free(t);
+    free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_lines),
+        cmocka_unit_test(test_extend),
         cmocka_unit_test(test_room_around_block),
         cmocka_unit_test(test_mixed_steps),
         cmocka_unit_test(test_incompressible),

@@ -1,0 +1,150 @@
+#!/bin/bash
+# t_chain: a log's lines appended one `>>` at a time are committed as links of the last
+# block's chained frame (format version 5, docs/FORMAT.md 9.12 and 11.8): the counter
+# chain_links counts them, the log reads back and decodes with the stock `lz4 -d` after
+# every few lines, reopening it after an unmount goes on linking, and a log that outgrows a
+# chain's budget is written whole again. A kill -9 after the appends keeps every line; a
+# link torn on disk (as a crash leaves one) opens, read-only, as the lines before it, and
+# fsck -n reports it, fsck -y repairs it, and the mount then reads the same. Anything but an
+# append (an overwrite inside the last block, a truncate) is committed whole, and reads back.
+# Under file_version=4 no chain is written; a version 4 file written to under the default
+# becomes version 5 at its first link. Runs at 64K and 1M blocks.
+. "$(dirname "$0")/lib.sh"
+need_binaries
+
+counter() { stats "$MNT" | awk -F= -v k="$1" '$1 == k { print $2 + 0 }'; }
+marker_version() { od -An -tu4 -j31 -N4 "$1" | tr -d ' '; }
+
+# lines FILE PLAIN FROM N: N lines appended to both, one `>>` each
+lines() {
+    local i
+    for ((i = $3; i < $3 + $4; i++)); do
+        line="$i: GET /api/v1/items/$((i * 7919 % 1000)) 200 $((i % 97)) ms"
+        echo "$line" >>"$1"
+        echo "$line" >>"$2"
+    done
+}
+
+run_size() {
+    BLOCK_SIZE=$1
+    BACKING="$WS/store-$1"
+    MNT="$WS/mnt-$1"
+    local plain="$WS/plain-$1.log" l0
+    check "mount ($1)" mount_store
+    # a log that already holds some of a block, as a kept log does
+    seq 1 9000 | sed 's/^/old line /' >"$plain"
+    cp "$plain" "$MNT/app.log"
+    l0=$(counter chain_links)
+    lines "$MNT/app.log" "$plain" 0 200
+    check "200 lines read back ($1)" cmp "$plain" "$MNT/app.log"
+    check "lz4 -d of the backing file after 200 lines ($1)" \
+        bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+    check "the lines were committed as links ($1: $(($(counter chain_links) - l0)) of 200)" \
+        test $(($(counter chain_links) - l0)) -ge 190
+    check_eq "the file is version 5 ($1)" 5 "$(marker_version "$BACKING/app.log")"
+
+    # after an unmount the chain is read from disk, checked whole, and linked to again
+    check "unmount ($1)" umount_store
+    check "fsck at rest ($1)" "$FSCK" -n "$BACKING"
+    check "mount again ($1)" mount_store
+    check "the log reads back after a remount ($1)" cmp "$plain" "$MNT/app.log"
+    l0=$(counter chain_links)
+    lines "$MNT/app.log" "$plain" 200 100
+    check "links after a remount ($1: $(($(counter chain_links) - l0)))" \
+        test $(($(counter chain_links) - l0)) -ge 90
+    check "300 lines read back ($1)" cmp "$plain" "$MNT/app.log"
+
+    # not an append: an overwrite inside the last block, then a line; a truncate, then one
+    local size
+    size=$(stat -c %s "$plain")
+    printf 'XXXX' | dd of="$MNT/app.log" bs=1 seek=$((size - 30)) conv=notrunc status=none
+    printf 'XXXX' | dd of="$plain" bs=1 seek=$((size - 30)) conv=notrunc status=none
+    lines "$MNT/app.log" "$plain" 300 1
+    check "an overwrite in the last block, then a line ($1)" cmp "$plain" "$MNT/app.log"
+    truncate -s $((size - 100)) "$MNT/app.log"
+    truncate -s $((size - 100)) "$plain"
+    lines "$MNT/app.log" "$plain" 301 20
+    check "a truncate into the last block, then lines ($1)" cmp "$plain" "$MNT/app.log"
+    check "lz4 -d after the overwrite and the truncate ($1)" \
+        bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+
+    # a chain's links are bounded: past the budget the block is written whole again
+    local big="$WS/bigline"
+    head -c 3000 /dev/urandom | base64 -w 0 >"$big"; echo >>"$big"
+    for ((i = 0; i < 30; i++)); do
+        cat "$big" >>"$MNT/app.log"; cat "$big" >>"$plain"
+    done
+    check "incompressible lines past a chain's budget read back ($1)" cmp "$plain" "$MNT/app.log"
+
+    # kill -9 right after the last line: every line is there
+    lines "$MNT/app.log" "$plain" 400 50
+    kill_daemon
+    check "mount after kill -9 ($1)" mount_store
+    check "the log survived kill -9 ($1)" cmp "$plain" "$MNT/app.log"
+    lines "$MNT/app.log" "$plain" 450 5
+    check "unmount after the kill ($1)" umount_store
+    check "lz4 -d after the kill ($1)" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+    check "fsck after the kill ($1)" "$FSCK" -n "$BACKING"
+}
+
+# The last link torn on disk, as a power loss may leave it: the lines before it.
+torn_link() {
+    BLOCK_SIZE=64K
+    BACKING="$WS/store-torn"
+    MNT="$WS/mnt-torn"
+    local plain="$WS/plain-torn.log" before="$WS/before-torn.log"
+    check "mount (torn)" mount_store
+    : >"$plain"
+    lines "$MNT/app.log" "$plain" 0 50
+    cp "$plain" "$before"
+    lines "$MNT/app.log" "$plain" 50 1
+    # a crash (the store's clean mark stays dirty: the sizes it keeps are not trusted), then
+    # the last link's data torn: 16 bytes before its block checksum, EndMark, content
+    # checksum and the footer, which end the file
+    kill_daemon
+    local len
+    len=$(stat -c %s "$BACKING/app.log")
+    printf '\xff\xff\xff\xff' | dd of="$BACKING/app.log" bs=1 seek=$((len - 64 - 12 - 8)) \
+        conv=notrunc status=none
+    "$FSCK" -n "$BACKING" >"$WS/fsck-n.out" 2>&1
+    check "fsck -n reports the torn chain" grep -q "chained frame ends torn" "$WS/fsck-n.out"
+    check "mount read-only (torn)" mount_store ro
+    check "read-only, the log reads as the lines before the torn one" cmp "$before" "$MNT/app.log"
+    check "unmount (torn, read-only)" umount_store
+    "$FSCK" -y "$BACKING" >"$WS/fsck-y.out" 2>&1
+    check "fsck -y repairs it" grep -q "the frame's end and the footer rewritten" "$WS/fsck-y.out"
+    check "fsck -n is clean after the repair" "$FSCK" -n "$BACKING"
+    check "lz4 -d after the repair" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$before'"
+    check "mount (torn, repaired)" mount_store
+    check "the log reads as the lines before the torn one" cmp "$before" "$MNT/app.log"
+    lines "$MNT/app.log" "$before" 51 10
+    check "and takes more lines" cmp "$before" "$MNT/app.log"
+    check "unmount (torn, repaired)" umount_store
+}
+
+# file_version=4 writes no chain; the default turns a version 4 file into version 5.
+versions() {
+    BLOCK_SIZE=64K
+    BACKING="$WS/store-v4"
+    MNT="$WS/mnt-v4"
+    local plain="$WS/plain-v4.log"
+    check "mount with file_version=4" mount_store file_version=4
+    : >"$plain"
+    lines "$MNT/app.log" "$plain" 0 50
+    check_eq "no link under file_version=4" 0 "$(counter chain_links)"
+    check "unmount (v4)" umount_store
+    check_eq "the file is version 4" 4 "$(marker_version "$BACKING/app.log")"
+    check "mount with the default file_version" mount_store
+    lines "$MNT/app.log" "$plain" 50 50
+    check "links into the version 4 file ($(counter chain_links))" test "$(counter chain_links)" -ge 40
+    check "it reads back" cmp "$plain" "$MNT/app.log"
+    check "unmount (v5)" umount_store
+    check_eq "the file is version 5 now" 5 "$(marker_version "$BACKING/app.log")"
+    check "lz4 -d of it" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+}
+
+run_size 64K
+run_size 1M
+torn_link
+versions
+finish

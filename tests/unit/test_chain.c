@@ -1,0 +1,301 @@
+/* Unit tests of the chained last frame (format version 5, fs/fmt2_chain.c; docs/FORMAT.md
+ * 9.12, 10.1 item 8, 11.4 step 3a): chains built link by link, as the writer makes them,
+ * parse whole and decode back; and every state a crash can leave of a link (its block torn,
+ * its end and footer lost, the header written alone, the first link behind a header that
+ * still says FLG 0x7C, the footer gone) opens through fmt2_recover as the blocks that check,
+ * with the frame's header, end and footer written again, or the same in memory when not
+ * writing. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "fixture.h"
+#include "fmt2.h"
+
+#define BS (64u << 10)
+#define MAXL 8
+
+/* A file of one block held as a chain: the data, where each of its blocks ends, and the
+ * frame after each link (frames[k]: the blocks up to ends[k], whole). */
+typedef struct {
+    uint8_t *data;
+    uint32_t ends[MAXL], n;
+    uint8_t *frame;                    /* the frame after the last link */
+    size_t frame_len;
+    size_t area_at[MAXL];              /* the area after block k */
+    char path[64];
+    int fd;
+} chain_case;
+
+/* Builds the frame block by block with fmt2_chain_link, each link over the end of the one
+ * before, as ff_chain_write does; compressed blocks reference the bytes before them. */
+static void chain_build(chain_case *c, int random)
+{
+    c->data = fx_make_data(BS, random, 11, "request served in ms host app line ", 5);
+    c->frame = calloc(1, BS + 1024);
+    LZ4_stream_t *lz = LZ4_createStream();
+    uint8_t *comp = malloc(LZ4_compressBound(BS));
+    size_t at = FMT_FRAME_HEADER_LEN;
+    for (uint32_t k = 0; k < c->n; k++) {
+        uint32_t from = k ? c->ends[k - 1] : 0, n = c->ends[k] - from;
+        int clen = LZ4_compress_fast_continue(lz, (const char *)c->data + from, (char *)comp,
+                                              (int)n, LZ4_compressBound(BS), 1);
+        assert_true(clen > 0);
+        size_t link = fmt2_chain_link(c->frame + at, c->data + from, n, comp, (uint32_t)clen,
+                                      XXH32(c->data, c->ends[k], 0));
+        at += link - FMT_FRAME_END_LEN;
+        c->area_at[k] = at - FMT_FRAME_HEADER_LEN;
+    }
+    fmt2_chain_head(c->frame, BS, c->ends[c->n - 1]);
+    c->frame_len = at + FMT_FRAME_END_LEN;
+    free(comp);
+    LZ4_freeStream(lz);
+}
+
+/* The file: marker, the frame of n_links blocks in slot 0 (header saying len), and a footer
+ * of size (0: none) right behind the frame's end. */
+static void chain_file(chain_case *c, uint32_t blocks, uint32_t head_len, uint64_t size)
+{
+    snprintf(c->path, sizeof(c->path), "/tmp/test_chain.XXXXXX");
+    c->fd = mkstemp(c->path);
+    assert_true(c->fd >= 0);
+    uint8_t m[FMT_MARKER_LEN], uuid[16] = {1, 2, 3};
+    fmt2_marker_encode(FMT_VERSION_5, BS, 0, uuid, m);
+    assert_int_equal(fmt_pwrite_all(c->fd, m, sizeof(m), 0), 0);
+    size_t len = FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1];
+    uint8_t end[FMT_FRAME_END_LEN] = {0};
+    fmt_put32(end + 4, XXH32(c->data, c->ends[blocks - 1], 0));
+    uint8_t head[FMT_FRAME_HEADER_LEN];
+    fmt2_chain_head(head, BS, head_len);
+    assert_int_equal(fmt_pwrite_all(c->fd, head, sizeof(head), FMT_MARKER_LEN), 0);
+    assert_int_equal(fmt_pwrite_all(c->fd, c->frame + FMT_FRAME_HEADER_LEN,
+                                    len - FMT_FRAME_HEADER_LEN,
+                                    FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN), 0);
+    assert_int_equal(fmt_pwrite_all(c->fd, end, sizeof(end), FMT_MARKER_LEN + len), 0);
+    if (size) {
+        uint64_t tail = FMT_MARKER_LEN + len + FMT_FRAME_END_LEN;
+        fmt2_footer ft = {size, 1, tail, 0, 0, 3, 0, 0};
+        assert_int_equal(fmt2_footer_write(c->fd, tail, &ft), 0);
+    }
+}
+
+static void chain_free(chain_case *c)
+{
+    if (c->fd >= 0) {
+        close(c->fd);
+        unlink(c->path);
+    }
+    free(c->data);
+    free(c->frame);
+}
+
+static uint64_t file_len(int fd)
+{
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    return (uint64_t)st.st_size;
+}
+
+static void set_case(chain_case *c, uint32_t n, const uint32_t *ends)
+{
+    memset(c, 0, sizeof(*c));
+    c->fd = -1, c->n = n;
+    memcpy(c->ends, ends, n * sizeof(*ends));
+}
+
+/* The file opens (fmt2_recover, writing or not) as the first `blocks` blocks of the chain,
+ * and, after a writing recovery, opens again whole without any repair. */
+static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
+{
+    fmt2_recovery r;
+    uint64_t before = file_len(c->fd);
+    assert_int_equal(fmt2_recover(c->fd, before, BS, write, 0, &r), FMT_OK);
+    assert_int_equal(r.ft.n_blocks, 1);
+    assert_int_equal(r.ft.size, c->ends[blocks - 1]);
+    assert_int_equal(r.chain_area, c->area_at[blocks - 1]);
+    assert_int_equal(r.chain_fixed, fixed);
+    assert_int_equal(r.ft.tail, FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1] +
+                                    FMT_FRAME_END_LEN);
+    fmt2_recovery_free(&r);
+    if (!write) {
+        assert_int_equal(file_len(c->fd), before);     /* nothing written */
+        return;
+    }
+    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(r.chain_fixed, 0);
+    assert_int_equal(r.settled, 0);
+    assert_int_equal(r.ft.size, c->ends[blocks - 1]);
+    fmt2_recovery_free(&r);
+    /* the frame in the file is whole and decodes to the data */
+    size_t flen = FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1] + FMT_FRAME_END_LEN;
+    uint8_t *buf = malloc(flen), *dec = malloc(BS);
+    assert_int_equal(fmt_pread_all(c->fd, buf, flen, FMT_MARKER_LEN), 0);
+    uint32_t len, fl;
+    assert_int_equal(fmt2_chain_parse(buf, flen, BS, 1, &len, &fl), FMT_OK);
+    assert_int_equal(fl, flen);
+    fmt2_chain_info ci;
+    assert_int_equal(fmt2_chain_decode(buf + FMT_FRAME_HEADER_LEN, flen - FMT_FRAME_HEADER_LEN, BS,
+                                       dec, BS, 1, &ci), FMT_OK);
+    assert_int_equal(ci.len, c->ends[blocks - 1]);
+    assert_memory_equal(dec, c->data, ci.len);
+    free(buf);
+    free(dec);
+}
+
+static const uint32_t ENDS[] = {30000, 30061, 30200, 34000, 34001};
+
+static void test_chain_roundtrip(void **state)
+{
+    (void)state;
+    for (int random = 0; random <= 1; random++) {
+        chain_case c;
+        set_case(&c, 5, ENDS);
+        chain_build(&c, random);
+        uint32_t len, fl;
+        assert_int_equal(fmt2_chain_parse(c.frame, c.frame_len, BS, 1, &len, &fl), FMT_OK);
+        assert_int_equal(len, ENDS[4]);
+        assert_int_equal(fl, c.frame_len);
+        uint8_t *dec = malloc(BS);
+        fmt2_chain_info ci;
+        assert_int_equal(fmt2_chain_prefix(c.frame, c.frame_len, BS, dec, &ci), FMT_OK);
+        assert_int_equal(ci.blocks, 5);
+        assert_int_equal(ci.len, ENDS[4]);
+        assert_memory_equal(dec, c.data, ENDS[4]);
+        /* a flipped byte in the last link: strict parse fails, the prefix stops before it */
+        c.frame[FMT_FRAME_HEADER_LEN + c.area_at[3] + 4] ^= 1;
+        assert_int_not_equal(fmt2_chain_parse(c.frame, c.frame_len, BS, 1, &len, &fl), FMT_OK);
+        assert_int_equal(fmt2_chain_prefix(c.frame, c.frame_len, BS, dec, &ci), FMT_OK);
+        assert_int_equal(ci.blocks, 4);
+        assert_int_equal(ci.len, ENDS[3]);
+        /* a content size that the blocks do not make: a checksum error, not a frame */
+        c.frame[FMT_FRAME_HEADER_LEN + c.area_at[3] + 4] ^= 1;
+        fmt2_chain_head(c.frame, BS, ENDS[4] - 1);
+        assert_int_equal(fmt2_chain_parse(c.frame, c.frame_len, BS, 1, &len, &fl),
+                         FMT_ERR_CHECKSUM);
+        free(dec);
+        chain_free(&c);
+    }
+}
+
+/* A whole chain at rest: nothing to repair; read-only or not. */
+static void test_chain_whole(void **state)
+{
+    (void)state;
+    for (int write = 0; write <= 1; write++) {
+        chain_case c;
+        set_case(&c, 5, ENDS);
+        chain_build(&c, 0);
+        chain_file(&c, 5, ENDS[4], ENDS[4]);
+        expect_open(&c, write, 5, 0);
+        chain_free(&c);
+    }
+}
+
+/* The last link's block torn (a power loss kept part of its write): the four before it. */
+static void test_chain_torn_link(void **state)
+{
+    (void)state;
+    for (int write = 0; write <= 1; write++) {
+        chain_case c;
+        set_case(&c, 5, ENDS);
+        chain_build(&c, 0);
+        chain_file(&c, 5, ENDS[4], ENDS[4]);
+        uint8_t x = 0x55;
+        assert_int_equal(fmt_pwrite_all(c.fd, &x, 1, FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN +
+                                                          c.area_at[3] + 6), 0);
+        expect_open(&c, write, 4, 1);
+        chain_free(&c);
+    }
+}
+
+/* The header written, the link not (a kill between the two writes): the old blocks, whose
+ * end and footer are still there, with the header put back. */
+static void test_chain_header_alone(void **state)
+{
+    (void)state;
+    chain_case c;
+    set_case(&c, 5, ENDS);
+    chain_build(&c, 1);
+    chain_file(&c, 4, ENDS[4], ENDS[3]);
+    expect_open(&c, 1, 4, 1);
+    chain_free(&c);
+}
+
+/* The link and footer written, the header not: the new blocks, the header put right. */
+static void test_chain_link_alone(void **state)
+{
+    (void)state;
+    chain_case c;
+    set_case(&c, 5, ENDS);
+    chain_build(&c, 0);
+    chain_file(&c, 5, ENDS[3], ENDS[4]);
+    expect_open(&c, 1, 5, 1);
+    chain_free(&c);
+}
+
+/* The first link behind a frame whose header still says FLG 0x7C (its header write lost):
+ * both blocks count. */
+static void test_chain_first_link_old_header(void **state)
+{
+    (void)state;
+    chain_case c;
+    set_case(&c, 2, ENDS);
+    chain_build(&c, 0);
+    chain_file(&c, 2, ENDS[1], ENDS[1]);
+    uint8_t head[FMT_FRAME_HEADER_LEN];
+    fmt_frame_header(head, BS, ENDS[0], 1);            /* FLG 0x7C, the first block's size */
+    assert_int_equal(fmt_pwrite_all(c.fd, head, sizeof(head), FMT_MARKER_LEN), 0);
+    expect_open(&c, 1, 2, 1);
+    chain_free(&c);
+}
+
+/* No footer (it went with a torn write): the walk takes the chain, whole or torn. */
+static void test_chain_walk(void **state)
+{
+    (void)state;
+    for (int torn = 0; torn <= 1; torn++) {
+        chain_case c;
+        set_case(&c, 5, ENDS);
+        chain_build(&c, 0);
+        chain_file(&c, 5, ENDS[4], 0);
+        uint8_t junk[40];
+        memset(junk, 0xAB, sizeof(junk));
+        assert_int_equal(fmt_pwrite_all(c.fd, junk, sizeof(junk), file_len(c.fd)), 0);
+        if (torn) {
+            uint8_t x = 0x55;
+            assert_int_equal(fmt_pwrite_all(c.fd, &x, 1, FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN +
+                                                              c.area_at[3] + 6), 0);
+        }
+        fmt2_recovery r;
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, &r), FMT_OK);
+        assert_int_equal(r.torn, 1);
+        assert_int_equal(r.ft.size, ENDS[torn ? 3 : 4]);
+        fmt2_recovery_free(&r);
+        expect_open(&c, 1, torn ? 4 : 5, 0);
+        chain_free(&c);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_roundtrip),
+        cmocka_unit_test(test_chain_whole),
+        cmocka_unit_test(test_chain_torn_link),
+        cmocka_unit_test(test_chain_header_alone),
+        cmocka_unit_test(test_chain_link_alone),
+        cmocka_unit_test(test_chain_first_link_old_header),
+        cmocka_unit_test(test_chain_walk),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
