@@ -235,7 +235,7 @@ int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_f
 {
     fmt2_recovery rec;
     int write = mode >= CHK_PREEN;
-    fmt_error err = fmt2_recover(fd, file_len, bs, write, 0, &rec);
+    fmt_error err = fmt2_recover(fd, file_len, bs, write, 0, check_fresh, &rec);
     if (err == FMT_OK && check_fresh)
         err = fmt2_check_fresh(fd, bs, write, 0, &rec);
     if (err != FMT_OK)

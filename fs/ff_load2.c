@@ -91,8 +91,9 @@ int ff2_load(ff_file *f, uint64_t file_len)
 {
     fmt2_recovery r;
     int ro = f->env->opt.read_only;
-    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, f->v2.zsum, &r);
-    if (err == FMT_OK && ff2_may_have_lost_power(f->env, f->ctime_ns))
+    int crashed = ff2_may_have_lost_power(f->env, f->ctime_ns);
+    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, f->v2.zsum, crashed, &r);
+    if (err == FMT_OK && crashed)
         err = fmt2_check_fresh(f->fd, f->bs, !ro, 1, &r);
     int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
     uint8_t flags[4];

@@ -197,6 +197,7 @@ static int ff_rec_fits_block(const ff_file *f, uint64_t i)
     const ff_rec *r = &f->rec[i];
     return b->state == FF_DIRTY && ff_rec_slot_ok(f, i) &&
            !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
+           b->word != FMT2_CHAIN_WORD &&   /* no record follows a chain (FORMAT.md 9.12) */
            b->filled >= ff_blen(f, i) && r->n && ff_rec_bytes(r) <= f->bs / FF_REC_SHARE;
 }
 
@@ -424,7 +425,7 @@ static int ff_rec_fold_block(ff_file *f, uint64_t i)
 {
     const ff_blk *b = &f->blk[i];
     if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || b->word == FMT2_RUN_WORD ||
-        (!f->rec[i].known && !f->rec_old))
+        b->word == FMT2_CHAIN_WORD || (!f->rec[i].known && !f->rec_old))
         return 0;
     int rc = ff_rec_known(f, i);
     if (rc < 0 || f->rec[i].used == 0)

@@ -867,10 +867,10 @@ static fmt_error fmt2_recover_state(int fd, uint64_t file_len, uint32_t bs, int 
 }
 
 fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
-                       fmt2_recovery *r)
+                       int crashed, fmt2_recovery *r)
 {
     fmt_error err = fmt2_recover_state(fd, file_len, bs, write, zsum, r);
-    return err == FMT_OK ? fmt2_chain_settle(fd, bs, write, r) : err;
+    return err == FMT_OK ? fmt2_chain_settle(fd, bs, write, crashed, r) : err;
 }
 
 /* Whether slot i holds a whole block as the footer ft describes it (i < n - 1: a full

@@ -255,11 +255,13 @@ typedef struct {
     int chain_fixed;                        /* it cut a torn link or put its end back */
 } fmt2_recovery;
 
-/* Footer, journal replay and settling, or the walk and a new footer. write 0 changes
- * nothing (a read-only mount, fsck -n). zsum: fmt2_zero_sum(bs) when known, else 0 (it is
- * computed only if a hole is replayed). Returns FMT_OK or the error that stopped it. */
+/* Footer, journal replay and settling, or the walk and a new footer; then the last slot's
+ * chain (fmt2_chain_settle). write 0 changes nothing (a read-only mount, fsck -n). zsum:
+ * fmt2_zero_sum(bs) when known, else 0 (it is computed only if a hole is replayed).
+ * crashed: a session that wrote the file may have ended in a crash (the clean mark, 1.5).
+ * Returns FMT_OK or the error that stopped it. */
 fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
-                       fmt2_recovery *r);
+                       int crashed, fmt2_recovery *r);
 void fmt2_recovery_free(fmt2_recovery *r);
 
 /* A version 2 file whose marker never reached the disk (fmt2_lost.c): head (its first 59
@@ -332,11 +334,13 @@ fmt_error fmt2_chain_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
  * frame the first link was turning into one. FMT_ERR_CORRUPT when not even one does. */
 fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8_t *dst,
                             fmt2_chain_info *out);
-/* After fmt2_recover (the daemon's open and fsck): when the last slot holds a chain, or a
- * frame a link was written behind, checks it whole; a chain that does not end as the footer
- * says is cut to its blocks that check, its header, end and footer written again (write), or
- * r->ft says so in memory. Sets r->chain_area. */
-fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, fmt2_recovery *r);
+/* The last step of fmt2_recover (the daemon's open and fsck): when the last slot holds a
+ * chain, or a frame a link was written behind, checks it whole. A chain that does not end as
+ * the footer says, after a crash (crashed, or the footer was lost: r->torn), is cut to its
+ * blocks that check, its header, end and footer written again (write), or r->ft says so in
+ * memory; without a crash it is damage, left as it is (its block reads as EIO). Sets
+ * r->chain_area when the last slot holds a chain that reads. */
+fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_recovery *r);
 
 /* ---- page records (version 4, fmt2_rec.c, docs/FORMAT.md 9.11) ----
  * A small change of a block is stored as a record in the padding of the block's own slot,

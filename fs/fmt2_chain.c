@@ -189,7 +189,7 @@ static fmt_error fmt2_chain_end(int fd, uint64_t at, uint32_t bs, const uint8_t 
     return fmt2_footer_write(fd, ft->tail, ft) < 0 ? FMT_ERR_IO : FMT_OK;
 }
 
-fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, fmt2_recovery *r)
+fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_recovery *r)
 {
     fmt2_footer ft = r->ft;
     r->chain_area = 0;
@@ -210,7 +210,8 @@ fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, fmt2_recovery *r)
     if (err == FMT_OK && fmt2_chain_parse(buf, avail, bs, 1, &len, &flen) == FMT_OK &&
         len == want && at + flen <= ft.tail) {
         r->chain_area = flen - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD;
-    } else if (err == FMT_OK && fmt2_chain_prefix(buf, avail, bs, dst, &ci) == FMT_OK) {
+    } else if (err == FMT_OK && (crashed || r->torn) &&
+               fmt2_chain_prefix(buf, avail, bs, dst, &ci) == FMT_OK) {
         /* a link or the end a crash left torn: the blocks that check are the block */
         ft.size = i * (uint64_t)bs + ci.len;
         ft.fresh = ft.fresh < ft.n_blocks ? ft.fresh : ft.n_blocks;

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""A reader of fpgalz4fs backing files of versions 2, 3 and 4 (docs/FORMAT.md Part II),
+"""A reader of fpgalz4fs backing files of versions 2, 3, 4 and 5 (docs/FORMAT.md Part II),
 written from docs/FORMAT.md alone, without the sources under fs/: it checks that the
 document says enough for an outside reader (t_records runs it on files that hold page
-records). A change of the format changes the document first, then this reader from it.
-Usage: fmt_reader.py BACKING > content"""
+records; version 5's chained last frame, 9.12, is decoded as its linked blocks). A change
+of the format changes the document first, then this reader from it.
+Usage: fmt_reader.py [--strict] BACKING > content
+--strict: no in-memory recovery of a torn chain (11.4 step 3a, 10.1 step 8): a last slot
+whose chain is not whole reads as damaged (EIO).
+Exit status: 0 read; 3 newer version; 4 version 1; 5 some block is damaged (EIO, its bytes
+shown as zeros); 6 read, but only after the in-memory recovery of a torn chain (11.4 step
+3a: not a file at rest)."""
 import os
 import struct
 import sys
@@ -58,11 +64,16 @@ class Corrupt(Exception):
     pass
 
 
-def lz4_block_decompress(src, out_len):
-    """LZ4_decompress_safe into exactly out_len bytes; anything else: Corrupt."""
+def lz4_block_decode_into(src, out, limit):
+    """Decode one raw LZ4 block, appending to the bytearray out, which may already hold
+    bytes: they are the block's dictionary (a match offset may reach back past the start
+    of this block's output into them, as linked blocks and LZ4_decompress_safe_usingDict
+    with the dictionary right before the output allow; a 16-bit offset reaches at most
+    65,535 bytes back). out never grows past limit bytes: anything else is Corrupt.
+    Returns how many bytes this block decoded to."""
     src = bytes(src)
     n = len(src)
-    out = bytearray()
+    start0 = len(out)
     i = 0
     while True:
         if i >= n:
@@ -81,10 +92,10 @@ def lz4_block_decompress(src, out_len):
                     break
         if i + lit > n:
             raise Corrupt('lz4: literals past input')
+        if len(out) + lit > limit:
+            raise Corrupt('lz4: output too long')
         out += src[i:i + lit]
         i += lit
-        if len(out) > out_len:
-            raise Corrupt('lz4: output too long')
         if i == n:
             break  # last sequence: literals only
         if i + 2 > n:
@@ -104,7 +115,7 @@ def lz4_block_decompress(src, out_len):
                 if b != 255:
                     break
         ml += 4
-        if len(out) + ml > out_len:
+        if len(out) + ml > limit:
             raise Corrupt('lz4: output too long')
         start = len(out) - off
         if off >= ml:
@@ -115,6 +126,13 @@ def lz4_block_decompress(src, out_len):
                 out += chunk
                 ml -= len(chunk)
                 start += len(chunk)
+    return len(out) - start0
+
+
+def lz4_block_decompress(src, out_len):
+    """LZ4_decompress_safe into exactly out_len bytes; anything else: Corrupt."""
+    out = bytearray()
+    lz4_block_decode_into(src, out, out_len)
     if len(out) != out_len:
         raise Corrupt('lz4: decoded %d bytes, want %d' % (len(out), out_len))
     return bytes(out)
@@ -129,7 +147,9 @@ SKIP_JOURNAL = 0x184D2A5F
 FPLZ = 0x5A4C5046
 REC_MAGIC = 0x43525046
 BS_CODE = {65536: 4, 262144: 5, 1048576: 6, 4194304: 7}
-MAX_VERSION = 4
+MAX_VERSION = 5
+FLG_FRAME = 0x7C   # 9.3: independent blocks
+FLG_CHAIN = 0x5C   # 9.12: linked blocks (version 5)
 
 
 def u32(b, o):
@@ -172,9 +192,85 @@ def parse_frame_header(b, bs, bd_code):
     return cs, S, raw
 
 
+def decode_chain_blocks(b, bs, want_len=None):
+    """9.12 decoding of the linked blocks of a chain whose frame starts at b[0] (b: the
+    slot's bytes, up to slot_len or the end of the file). Blocks start at 15.
+    want_len given (a whole chain, 9.12 / 10 step 5): decode up to the EndMark, require
+    every block checksum, every block to decode to >= 1 byte, pos = want_len at the
+    EndMark, the content checksum, and the frame within bs + 31 bytes; returns
+    (content, A, k) or raises Corrupt.
+    want_len None (what a torn link leaves, 11.4 step 3a): take blocks until the first
+    whose stored size is 0 or above bs, that does not lie in b, whose checksum fails, that
+    does not decode, or that would make the decoded length reach bs; returns
+    (content, A, k) of the blocks taken (k may be 0)."""
+    strict = want_len is not None
+    limit = want_len if strict else bs - 1
+    out = bytearray()
+    at = 15
+    k = 0
+
+    def stop(msg):
+        if strict:
+            raise Corrupt('chain block %d: %s' % (k + 1, msg))
+
+    while True:
+        if at + 4 > len(b):
+            stop('no size word or EndMark within the slot')
+            break
+        w = u32(b, at)
+        if w == 0:
+            if not strict:
+                break
+            if k == 0:
+                raise Corrupt('chain: EndMark before any block (k >= 1)')
+            break
+        S = w & 0x7FFFFFFF
+        raw = bool(w >> 31)
+        if not (1 <= S <= bs):
+            stop('stored size %d not in 1..%d' % (S, bs))
+            break
+        if at + 8 + S > len(b):
+            stop('runs past the slot')
+            break
+        data = b[at + 4:at + 4 + S]
+        if u32(b, at + 4 + S) != xxh32(data):
+            stop('block checksum')
+            break
+        pos0 = len(out)
+        try:
+            if raw:
+                if pos0 + S > limit:
+                    raise Corrupt('raw block past the content size')
+                out += data      # raw bytes count as dictionary for the blocks after
+            else:
+                if lz4_block_decode_into(data, out, limit) < 1:
+                    raise Corrupt('decodes to nothing')
+        except Corrupt as e:
+            del out[pos0:]
+            stop('does not decode (%s)' % e)
+            break
+        k += 1
+        at += 8 + S
+    A = at - 15
+    if strict:
+        if 23 + A > bs + 31:
+            raise Corrupt('chain: frame of %d bytes above bs + 31' % (23 + A))
+        if len(out) != want_len:
+            raise Corrupt('chain: blocks decode to %d bytes, content size %d'
+                          % (len(out), want_len))
+        if 23 + A > len(b):
+            raise Corrupt('chain: content checksum past the slot')
+        if u32(b, 19 + A) != xxh32(out):
+            raise Corrupt('chain: content checksum')
+    return bytes(out), A, k
+
+
 class Reader:
-    def __init__(self, path):
+    def __init__(self, path, strict=False):
         self.f = F(path)
+        self.strict = strict
+        self.salvaged = {}     # block -> content taken from a torn chain (11.4 step 3a)
+        self.chain_cache = None   # (block, len, (content, A, k)) of a whole chain verified
 
     def err(self, msg):
         sys.stderr.write('reader: %s\n' % msg)
@@ -338,6 +434,8 @@ class Reader:
                 return 'run'
         h = parse_frame_header(head, self.bs, self.code)
         if h is None:
+            if u32(head, 0) == LZ4_MAGIC and head[4] == FLG_CHAIN:
+                raise Corrupt('slot %d: a chained frame (FLG 0x5C) outside the last slot' % i)
             raise Corrupt('slot %d: bad header' % i)
         cs, S, raw = h
         if cs != len_i or not (1 <= S <= self.bs):
@@ -350,6 +448,51 @@ class Reader:
         if bsum != xxh32(data):
             raise Corrupt('slot %d: block checksum' % i)
         return self.decode(data, raw, len_i, 'slot %d' % i), S, bsum
+
+    def chain_head_ok(self, head, len_i=None):
+        """the 15-byte header of a chain (9.12): magic, FLG 0x5C, BD, HC, and the
+        content size len_i when given (1 <= len < bs in any case). Returns len or None."""
+        if len(head) < 15 or u32(head, 0) != LZ4_MAGIC or head[4] != FLG_CHAIN \
+                or head[5] != (self.code << 4) or head[14] != hc_of(head[4:14]):
+            return None
+        cs = u64(head, 6)
+        if not (1 <= cs < self.bs) or (len_i is not None and cs != len_i):
+            return None
+        return cs
+
+    def slot_bytes(self, i):
+        so = self.slot_off(i)
+        return self.f.read(so, min(self.slot_len, self.f.len - so))
+
+    def read_chain(self, i, len_i, tail=None):
+        """block i (the last) held as a whole chain (9.12, 10 step 5): content or Corrupt."""
+        b = self.slot_bytes(i)
+        if self.chain_head_ok(b[:15]) is None:
+            raise Corrupt('block %d: bad chain header' % i)
+        if u64(b, 6) != len_i:
+            raise Corrupt('block %d: chain content size %d != %d' % (i, u64(b, 6), len_i))
+        c = self.chain_cache
+        try:
+            if c is not None and c[0] == i and c[1] == len_i:
+                content, A, k = c[2]
+            else:
+                content, A, k = decode_chain_blocks(b, self.bs, len_i)
+        except Corrupt as e:
+            raise Corrupt('block %d: %s' % (i, e))
+        end = self.slot_off(i) + 23 + A
+        if tail is not None and end > tail:
+            raise Corrupt('block %d: chain ends at %d, past tail %d' % (i, end, tail))
+        self.stats['chain_blocks'] = k
+        if self.version < 5:
+            self.err('note: a chain in a version %d file (9.2: this build\'s readers '
+                     'accept one in any file of Part II)' % self.version)
+        # 9.11 / 10 step 6 say where records lie behind a frame of 9.3 (pad = slot + 31 + S);
+        # they say nothing of records behind a chain: show any we would skip.
+        h = self.f.read(end, 12)
+        if len(h) == 12 and u32(h, 0) == SKIP_PAD and u32(h, 8) == REC_MAGIC:
+            self.err('note: block %d: a padding with the record magic follows the chain; '
+                     'not applied (FORMAT.md names no records behind a chain)' % i)
+        return content
 
     def decode(self, data, raw, len_i, what):
         if raw:
@@ -447,9 +590,20 @@ class Reader:
             at += 28 + D
         return bytes(buf), nrec
 
-    def block(self, i, len_i, jents):
+    def block(self, i, len_i, jents, n, tail):
         """content of block i (bytes) or raises Corrupt."""
         recs = self.version >= 4
+        if i in self.salvaged:
+            content = self.salvaged[i]
+            if len(content) != len_i:
+                raise Corrupt('block %d: salvaged %d bytes != %d' % (i, len(content), len_i))
+            return content
+        if i not in jents and i == n - 1:
+            head = self.f.read(self.slot_off(i), 19)
+            if len(head) == 19 and u32(head, 0) == LZ4_MAGIC and head[4] == FLG_CHAIN:
+                # 10 step 5: the last block's frame says linked blocks: a chain (9.12);
+                # no page records (10 step 6 binds them to a frame of 9.3 only)
+                return self.read_chain(i, len_i, tail)
         if i in jents:
             kind, v = jents[i]
             if kind == 'hole':
@@ -478,6 +632,67 @@ class Reader:
                 self.stats['records'] += nrec
         return content
 
+    # -------------------------------------------------------- torn chain (11.4 step 3a)
+    def torn_chain(self, i):
+        """what a torn link leaves in slot i: (content, A, k) of the blocks that check, or
+        None when the slot does not begin with the LZ4 magic, FLG 0x5C or 0x7C and the
+        marker's BD (content size and HC are not looked at) or no block checks."""
+        b = self.slot_bytes(i)
+        if len(b) < 19 or u32(b, 0) != LZ4_MAGIC or b[4] not in (FLG_CHAIN, FLG_FRAME) \
+                or b[5] != (self.code << 4):
+            return None
+        content, A, k = decode_chain_blocks(b, self.bs, None)
+        if k == 0:
+            return None
+        return content, A, k
+
+    def settle_chain(self, ft, jents):
+        """11.4 step 3a, in memory (this reader does not write): after the footer (and its
+        journals) were taken, look at the last slot; a torn link's blocks that check become
+        the last block. Returns True when it changed the footer's state."""
+        n = ft['n']
+        if n == 0 or (n - 1) in jents:
+            return False   # a journal's entry replaces the slot (a writer replays it first)
+        bs = self.bs
+        s = self.slot_off(n - 1)
+        len_l = ft['size'] - (n - 1) * bs
+        head = self.f.read(s, 19)
+        if len(head) < 19 or u32(head, 0) != LZ4_MAGIC:
+            return False   # no LZ4 frame header: nothing to do here (hole runs, damage)
+        h = parse_frame_header(head, bs, self.code)
+        if h is not None:
+            cs, S, raw = h
+            if cs == len_l and 1 <= S <= bs:
+                e = self.f.read(s + 23 + S, 4)
+                if len(e) == 4 and u32(e, 0) == 0:
+                    return False   # a frame of 9.3 as every version writes
+        elif not (head[4] in (FLG_CHAIN, FLG_FRAME) and head[5] == (self.code << 4)):
+            return False   # no frame header of ours: the block reads as damaged
+        why = 'not a whole chain of the footer\'s length'
+        if head[4] == FLG_CHAIN and len_l < bs and self.chain_head_ok(head, len_l) is not None:
+            try:
+                r = decode_chain_blocks(self.slot_bytes(n - 1), bs, len_l)
+                if s + 23 + r[1] <= ft['tail']:
+                    self.chain_cache = (n - 1, len_l, r)
+                    return False   # a whole chain of the footer's length
+                why = 'the chain ends past tail'
+            except Corrupt as e:
+                why = str(e)
+        if self.strict:
+            return False   # block() reads it and says EIO
+        t = self.torn_chain(n - 1)
+        if t is None:
+            return False   # not even one block checks: the block reads as EIO
+        content, A, k = t
+        self.err('last slot: a torn chain (%s): %d block(s) that check, %d bytes (footer: %d); '
+                 'taken as the last block (11.4 step 3a, in memory)'
+                 % (why, k, len(content), len_l))
+        ft['size'] = (n - 1) * bs + len(content)
+        ft['tail'] = s + 23 + A
+        self.salvaged[n - 1] = content
+        self.stats['chain_blocks'] = k
+        return True
+
     # -------------------------------------------------------- slot walk (10.1)
     def walk(self):
         f = self.f
@@ -486,6 +701,7 @@ class Reader:
         tentative = []
         bad = set()
         before_runs = None   # state before the first of the trailing runs
+        failed = False       # stopped by step 6 (anything else fails) at slot i
         while True:
             so = self.slot_off(i)
             if so >= f.len:
@@ -494,6 +710,21 @@ class Reader:
             b = f.read(so, m)
             parsed = None
             ok_sums = True
+            # 10.1 step 8: a whole chain (9.12) is a frame of 23 + A bytes, never padded:
+            # the walk accepts it as the last block and stops
+            clen = self.chain_head_ok(b[:15])
+            if clen is not None:
+                try:
+                    r = decode_chain_blocks(b, bs, clen)
+                    self.chain_cache = (i, clen, r)
+                    A = r[1]
+                    before_runs = None
+                    bad.update(tentative)
+                    tentative = []
+                    n, size, valid_end = i + 1, i * bs + clen, so + 23 + A
+                    break
+                except Corrupt:
+                    pass
             h = parse_frame_header(b, bs, self.code)
             if h is not None:
                 cs, S, raw = h
@@ -524,6 +755,7 @@ class Reader:
                         n, size, valid_end = i + rm, (i + rm) * bs, so + 31 + cs
                         i += rm
                         continue
+                failed = True
                 break
             cs, S, raw = parsed
             fl = 31 + S
@@ -533,6 +765,7 @@ class Reader:
                     tentative.append(i)
                     i += 1
                     continue
+                failed = True
                 break
             # accept
             before_runs = None
@@ -542,6 +775,18 @@ class Reader:
             if cs < bs or not padded:
                 break
             i += 1
+        t = self.torn_chain(i) if failed and not self.strict else None
+        if t is not None:
+            # 10.1 step 8, in step 6 before stopping: the blocks that check of a torn chain
+            # (11.4 step 3a) are the last block
+            content, A, k = t
+            before_runs = None
+            bad.update(tentative)
+            n, size, valid_end = i + 1, i * bs + len(content), self.slot_off(i) + 23 + A
+            self.salvaged[i] = content
+            self.stats['chain_blocks'] = k
+            self.err('slot walk: slot %d holds a torn chain: %d block(s) that check, %d bytes '
+                     '(10.1 step 8)' % (i, k, len(content)))
         if before_runs is not None:
             n, size, valid_end, _ = before_runs
         return dict(size=size, n=n, tail=valid_end, bad=bad)
@@ -560,7 +805,7 @@ class Reader:
         if self.version == 1:
             self.err('version 1 (Part I) not supported by this reader')
             return 4
-        self.stats = dict(run=0, blocks_with_records=0, records=0)
+        self.stats = dict(run=0, blocks_with_records=0, records=0, chain_blocks=0)
         jents = {}
         bad = set()
         ft = self.footer_at(self.f.len - 64, 2) if self.f.len >= 123 else None
@@ -590,6 +835,10 @@ class Reader:
                 ft = self.walk()
                 bad = ft['bad']
                 how = 'slot walk'
+        settled = False
+        if not how.startswith('slot walk'):
+            # 11.4 step 3a (the walk did it itself, 10.1 step 8)
+            settled = self.settle_chain(ft, jents)
         size, n, bs = ft['size'], ft['n'], self.bs
         self.err('version %d, bs %d, %s: size %d, %d blocks, %d journal entries'
                  % (self.version, bs, how, size, n, len(jents)))
@@ -599,21 +848,29 @@ class Reader:
             try:
                 if i in bad:
                     raise Corrupt('block %d: bad checksum (kept by the walk)' % i)
-                out.write(self.block(i, len_i, jents))
+                out.write(self.block(i, len_i, jents, n, ft['tail']))
             except Corrupt as e:
                 self.err('EIO: %s' % e)
                 rc = 5
                 out.write(bytes(len_i))   # placeholder so offsets stay right
         self.err('%(run)d blocks in hole runs, %(blocks_with_records)d blocks with '
-                 '%(records)d page records applied' % self.stats)
+                 '%(records)d page records applied' % self.stats
+                 + (', last block a chain of %d linked blocks' % self.stats['chain_blocks']
+                    if self.stats['chain_blocks'] else ''))
+        if rc == 0 and (settled or self.salvaged):
+            rc = 6
         return rc
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.stderr.write('usage: reader.py BACKING\n')
+    args = sys.argv[1:]
+    strict = bool(args) and args[0] == '--strict'
+    if strict:
+        args = args[1:]
+    if len(args) != 1:
+        sys.stderr.write('usage: fmt_reader.py [--strict] BACKING\n')
         return 2
-    r = Reader(sys.argv[1])
+    r = Reader(args[0], strict)
     out = sys.stdout.buffer
     rc = r.run(out)
     out.flush()

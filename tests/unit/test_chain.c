@@ -119,7 +119,7 @@ static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
 {
     fmt2_recovery r;
     uint64_t before = file_len(c->fd);
-    assert_int_equal(fmt2_recover(c->fd, before, BS, write, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c->fd, before, BS, write, 0, 1, &r), FMT_OK);
     assert_int_equal(r.ft.n_blocks, 1);
     assert_int_equal(r.ft.size, c->ends[blocks - 1]);
     assert_int_equal(r.chain_area, c->area_at[blocks - 1]);
@@ -131,7 +131,7 @@ static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
         assert_int_equal(file_len(c->fd), before);     /* nothing written */
         return;
     }
-    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.chain_fixed, 0);
     assert_int_equal(r.settled, 0);
     assert_int_equal(r.ft.size, c->ends[blocks - 1]);
@@ -218,6 +218,33 @@ static void test_chain_torn_link(void **state)
     }
 }
 
+/* The same damage in a file no crash caught (the clean mark says its last session ended
+ * cleanly): damage, not a torn link; nothing is cut, the chain does not read. */
+static void test_chain_damage_without_crash(void **state)
+{
+    (void)state;
+    chain_case c;
+    set_case(&c, 5, ENDS);
+    chain_build(&c, 0);
+    chain_file(&c, 5, ENDS[4], ENDS[4]);
+    uint8_t x = 0x55;
+    uint64_t at = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c.area_at[3] + 6;
+    assert_int_equal(fmt_pwrite_all(c.fd, &x, 1, at), 0);
+    uint64_t before = file_len(c.fd);
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(c.fd, before, BS, 1, 0, 0, &r), FMT_OK);
+    assert_int_equal(r.ft.size, ENDS[4]);
+    assert_int_equal(r.chain_area, 0);
+    assert_int_equal(r.chain_fixed, 0);
+    assert_int_equal(r.settled, 0);
+    assert_int_equal(file_len(c.fd), before);
+    uint8_t back;
+    assert_int_equal(fmt_pread_all(c.fd, &back, 1, at), 0);
+    assert_int_equal(back, x);
+    fmt2_recovery_free(&r);
+    chain_free(&c);
+}
+
 /* The header written, the link not (a kill between the two writes): the old blocks, whose
  * end and footer are still there, with the header put back. */
 static void test_chain_header_alone(void **state)
@@ -277,7 +304,7 @@ static void test_chain_walk(void **state)
                                                               c.area_at[3] + 6), 0);
         }
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
         assert_int_equal(r.torn, 1);
         assert_int_equal(r.ft.size, ENDS[torn ? 3 : 4]);
         fmt2_recovery_free(&r);
@@ -292,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_chain_roundtrip),
         cmocka_unit_test(test_chain_whole),
         cmocka_unit_test(test_chain_torn_link),
+        cmocka_unit_test(test_chain_damage_without_crash),
         cmocka_unit_test(test_chain_header_alone),
         cmocka_unit_test(test_chain_link_alone),
         cmocka_unit_test(test_chain_first_link_old_header),

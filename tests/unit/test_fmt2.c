@@ -668,7 +668,7 @@ static void test_scan_torn_content_sum(void **state)
     assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
     zero_content_sum(&c, SC_N - 1);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, 1, &r), FMT_OK);
     assert_int_equal(r.ft.n_blocks, SC_N);
     assert_int_equal(fmt2_check_fresh(c.fd, BS, 0, 0, &r), FMT_OK);
     assert_int_equal(r.ft.n_blocks, SC_N - 1);
@@ -697,7 +697,7 @@ static void test_damaged_journal_walks(void **state)
         fmt2_footer back;              /* the footer itself is valid */
         assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), BS, &back), FMT_OK);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, write, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, write, 0, 1, &r), FMT_OK);
         assert_true(r.journal_bad);
         assert_int_equal(r.ft.n_blocks, SC_N);
         assert_int_equal(r.ft.size, c.size);
@@ -804,7 +804,7 @@ static void test_pair_both_journals(void **state)
         pcase p;
         pcase_new(&p, pa);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, 1, &r), FMT_OK);
         assert_true(r.paired);
         assert_false(r.torn);
         assert_int_equal(r.pair_journals, 2);
@@ -817,7 +817,7 @@ static void test_pair_both_journals(void **state)
         assert_int_equal(r.jat[1], p.ja + FMT2_J_HEAD + 2 * FMT2_J_ENTRY + p.la1);
         assert_int_equal(file_len(p.c.fd), p.eof);        /* nothing written */
         fmt2_recovery_free(&r);
-        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
         pcase_expect_settled(&p, &r, 7);
         fmt2_recovery_free(&r);
         pcase_free(&p);
@@ -834,7 +834,7 @@ static void test_pair_newer_lost(void **state)
     memcpy(p.want + BS, d, BS);
     free(d);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
     assert_true(r.paired);
     assert_int_equal(r.pair_journals, 1);
     assert_int_equal(r.replayed, 2);
@@ -852,7 +852,7 @@ static void test_pair_older_gone(void **state)
     flip(p.c.fd, p.ja + 30);
     memcpy(p.want + 2 * (uint64_t)BS, p.c.data + 2 * (uint64_t)BS, BS);   /* block 2 as it was */
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.pair_journals, 1);
     assert_int_equal(r.replayed, 1);
     pcase_expect_settled(&p, &r, 7);
@@ -879,7 +879,7 @@ static void test_pair_unusable(void **state)
             assert_int_equal(ftruncate(p.c.fd, (off_t)len), 0);
         }
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(p.c.fd, len, BS, 0, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(p.c.fd, len, BS, 0, 0, 1, &r), FMT_OK);
         assert_false(r.paired);
         assert_true(r.torn);
         assert_int_equal(r.ft.n_blocks, SC_N);
@@ -901,14 +901,14 @@ static void test_pair_no_journal(void **state)
     assert_int_equal(fmt2_place_write(p.c.fd, p.eof, 0, &bare), 0);
     flip(p.c.fd, p.jb + 30);           /* the newer footer's journal did not reach the disk */
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, 1, &r), FMT_OK);
     assert_true(r.paired);
     assert_int_equal(r.ft.seq, 4);
     assert_int_equal(r.ft.j_len, 0);
     assert_int_equal(r.replayed, 0);
     assert_int_equal(r.jn, 0);
     fmt2_recovery_free(&r);
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
     pcase_expect_settled(&p, &r, 5);
     fmt2_recovery_free(&r);
     pcase_free(&p);
@@ -932,7 +932,7 @@ static void test_pair_versions(void **state)
     fmt2_footer_encode(&v2, b);
     assert_int_equal(fmt_pwrite_all(p.c.fd, b, sizeof(b), fmt2_place_off(p.eof, 1)), 0);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, 1, &r), FMT_OK);
     assert_false(r.paired);
     assert_int_equal(r.ft.seq, 8);
     assert_int_equal(r.replayed, 0);
@@ -983,10 +983,10 @@ static void test_recover_lost_punch(void **state)
     assert_int_equal(fmt2_write_hole_run(c.fd, BS, 1, 2, fmt2_zero_sum(BS), 0), 0);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 1);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, 1, &r), FMT_OK);
     assert_int_equal(r.bad_blocks, 1);
     fmt2_recovery_free(&r);
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.bad_blocks, 0);
     assert_int_equal(r.ft.n_blocks, SC_N);
     assert_int_equal(r.ft.size, c.size);
@@ -1774,7 +1774,7 @@ static void test_rec_walk_keeps_last(void **state)
         size_t n = fmt2_rec_encode(rec, bsum, group, 7, (const uint8_t *)"changed", 7, &sum);
         assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8), 0);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(fd, file_len(fd), BS, 1, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(fd, file_len(fd), BS, 1, 0, 1, &r), FMT_OK);
         assert_int_equal(r.ft.n_blocks, 2);
         assert_int_equal(r.ft.tail, group == 1 ? fmt2_slot_off(BS, 2) : end);
         fmt2_recovery_free(&r);
