@@ -185,7 +185,8 @@ int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint6
         if (err != FMT_OK)
             return err == FMT_ERR_NO_TRAILER ? 1 : -fmt_errno(err);
     }
-    return check_fresh && ft.fresh < ft.n_blocks;    /* the open's check decides */
+    /* the open's check decides, and so does its look at a chain a crash may have torn */
+    return check_fresh && (ft.fresh < ft.n_blocks || fmt2_chain_suspect(fd, file_len, bs, &ft));
 }
 
 /* A commit that failed before its footer (a full disk) may have overwritten the old footer

@@ -334,6 +334,10 @@ fmt_error fmt2_chain_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
  * frame the first link was turning into one. FMT_ERR_CORRUPT when not even one does. */
 fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8_t *dst,
                             fmt2_chain_info *out);
+/* Whether the last slot of the file the footer ft describes (no journal, not paired) holds
+ * a chain, or a frame a link was written behind: after a crash, fmt2_chain_settle may cut
+ * it, so its size is the open's to say. */
+int fmt2_chain_suspect(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft);
 /* The last step of fmt2_recover (the daemon's open and fsck): when the last slot holds a
  * chain, or a frame a link was written behind, checks it whole. A chain that does not end as
  * the footer says, after a crash (crashed, or the footer was lost: r->torn), is cut to its

@@ -189,6 +189,12 @@ static fmt_error fmt2_chain_end(int fd, uint64_t at, uint32_t bs, const uint8_t 
     return fmt2_footer_write(fd, ft->tail, ft) < 0 ? FMT_ERR_IO : FMT_OK;
 }
 
+int fmt2_chain_suspect(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft)
+{
+    return ft->n_blocks && !ft->j_len && !ft->paired &&
+           !fmt2_last_plain(fd, file_len, bs, ft, fmt2_slot_off(bs, ft->n_blocks - 1));
+}
+
 fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_recovery *r)
 {
     fmt2_footer ft = r->ft;

@@ -6,12 +6,16 @@
  * then is opened on a read-only mount (nothing written, no repair) and read block by block.
  * A second pass repairs the trailer's checksum first (version 2: the footer's and the
  * journal's), so that the mutations reach the parsers instead of stopping at their XXH32.
+ * The chained last frame (version 5) is parsed in the first slots and the last one, and at
+ * the input's start with each block size; and a chain built from the input's own bytes
+ * must read back, cut and damaged without leaving its bounds.
  *
  * Invariants: decoders accept or refuse, never read outside the input; a trailer that
  * parses re-encodes to the same table; a verifying walk finds a prefix of what a plain walk
  * finds; a file that opens reads with success or EIO only, never more bytes than its size. */
 #include <errno.h>
 #include <fcntl.h>
+#include <lz4.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +27,10 @@
 
 #define FF_READ_CAP (8u << 20)
 #define FF_MAX_BLOCK_CHECKS 256u
+#define FF_CHAIN_MAX (128u << 10)      /* bytes a chain the round trip builds holds, at most */
+#define FF_CHAIN_BLOCKS 8u             /* its blocks, at most */
+
+static const uint32_t fzf_sizes[4] = {64u << 10, 256u << 10, 1u << 20, 4u << 20};
 
 static void fzf_check_header(const uint8_t *data, size_t size)
 {
@@ -219,6 +227,240 @@ static void fzf2_check_records(const uint8_t *area, size_t avail, uint32_t bs)
     free(dst);
 }
 
+/* ---- version 5: the chained last frame ---- */
+
+/* Decodes the blocks at b (from a chain's first size word) into exactly cap bytes, strict and
+ * lenient: both stay inside b and dst, the lenient decode never fails, and a strict one that
+ * succeeds ends at an EndMark and found what the lenient one finds. */
+static void fzf5_check_decode(const uint8_t *b, size_t avail, uint32_t bs, uint32_t cap)
+{
+    uint8_t *ds = malloc(cap), *dl = malloc(cap);
+    FZ_CHECK((ds && dl) || cap == 0, "malloc");
+    fmt2_chain_info si, li;
+    fmt_error se = fmt2_chain_decode(b, avail, bs, ds, cap, 1, &si);
+    fmt_error le = fmt2_chain_decode(b, avail, bs, dl, cap, 0, &li);
+    FZ_CHECK(se == FMT_OK || se == FMT_ERR_CORRUPT, "strict chain decode gave %d", (int)se);
+    FZ_CHECK(le == FMT_OK, "lenient chain decode gave %d", (int)le);
+    const fmt2_chain_info *in[2] = {&si, &li};
+    for (int k = 0; k < 2; k++)
+        FZ_CHECK(in[k]->len <= cap && in[k]->area <= avail &&
+                     (in[k]->blocks == 0) == (in[k]->len == 0) &&
+                     in[k]->area >= (uint64_t)in[k]->blocks * (FMT_BLOCK_OVERHEAD + 1),
+                 "chain decode (%s): %u bytes, area %u, %u blocks of %zu, cap %u",
+                 k ? "lenient" : "strict", in[k]->len, in[k]->area, in[k]->blocks, avail, cap);
+    if (se == FMT_OK)
+        FZ_CHECK(si.area + 4 <= avail && fmt_get32(b + si.area) == 0 && si.len == li.len &&
+                     si.area == li.area && si.blocks == li.blocks &&
+                     memcmp(ds, dl, si.len) == 0,
+                 "a strict decode (%u bytes, area %u) that the lenient one (%u, %u) does not find",
+                 si.len, si.area, li.len, li.area);
+    free(ds);
+    free(dl);
+}
+
+/* Any bytes as the start of a last slot: parsing, its verification and the prefix recovery
+ * keeps stay inside them and say lengths that fit them and the block size. */
+static void fzf5_check_at(const uint8_t *buf, size_t avail, uint32_t bs)
+{
+    uint32_t l0 = 0, f0 = 0, l1 = 0, f1 = 0;
+    fmt_error e0 = fmt2_chain_parse(buf, avail, bs, 0, &l0, &f0);
+    fmt_error e1 = fmt2_chain_parse(buf, avail, bs, 1, &l1, &f1);
+    FZ_CHECK(e0 == FMT_OK || e0 == FMT_ERR_CORRUPT, "chain parse gave %d", (int)e0);
+    FZ_CHECK(e1 == FMT_OK || e1 == FMT_ERR_CORRUPT || e1 == FMT_ERR_CHECKSUM ||
+             e1 == FMT_ERR_NOMEM, "verifying chain parse gave %d", (int)e1);
+    if (e0 == FMT_OK)
+        FZ_CHECK(f0 <= avail && l0 >= 1 && l0 < bs &&
+                     f0 >= FMT_FRAME_HEADER_LEN + FMT_BLOCK_OVERHEAD + 1 + FMT_FRAME_END_LEN &&
+                     fmt_get32(buf + f0 - FMT_FRAME_END_LEN) == 0,
+                 "chain: len %u frame %u of %zu, bs %u", l0, f0, avail, bs);
+    FZ_CHECK(e0 == FMT_OK || e1 == FMT_ERR_CORRUPT, "a chain that verifies does not parse");
+    if (e1 == FMT_OK || e1 == FMT_ERR_CHECKSUM)
+        FZ_CHECK(e0 == FMT_OK && l1 == l0 && f1 == f0,
+                 "a verifying chain parse (len %u frame %u) differs from a plain one (%u, %u)",
+                 l1, f1, l0, f0);
+    uint8_t *dst = malloc(bs);
+    FZ_CHECK(dst != NULL, "malloc");
+    fmt2_chain_info pi;
+    fmt_error pe = fmt2_chain_prefix(buf, avail, bs, dst, &pi);
+    FZ_CHECK(pe == FMT_OK || pe == FMT_ERR_CORRUPT, "chain prefix gave %d", (int)pe);
+    if (pe == FMT_OK)
+        FZ_CHECK(pi.blocks >= 1 && pi.len >= 1 && pi.len < bs &&
+                     pi.area <= avail - FMT_FRAME_HEADER_LEN && fmt_get32(buf) == FMT_LZ4_MAGIC &&
+                     (buf[4] == FMT2_FLG_CHAIN || buf[4] == 0x7C) &&
+                     buf[5] == (uint8_t)(fmt_bd_code(bs) << 4),
+                 "chain prefix: %u bytes, area %u, %u blocks of %zu, bs %u", pi.len, pi.area,
+                 pi.blocks, avail, bs);
+    if (e1 == FMT_OK) {
+        /* whole and verified: a strict decode gives its content, the prefix all of it */
+        uint8_t *whole = malloc(bs);
+        fmt2_chain_info ci;
+        FZ_CHECK(whole != NULL, "malloc");
+        FZ_CHECK(fmt2_chain_decode(buf + FMT_FRAME_HEADER_LEN, avail - FMT_FRAME_HEADER_LEN, bs,
+                                   whole, bs, 1, &ci) == FMT_OK &&
+                     ci.len == l1 && ci.area == f1 - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD &&
+                     XXH32(whole, ci.len, 0) == fmt_get32(buf + f1 - 4),
+                 "a chain that verifies (len %u frame %u) does not decode so", l1, f1);
+        FZ_CHECK(pe == FMT_OK && pi.len == l1 && pi.area == ci.area && pi.blocks == ci.blocks &&
+                     memcmp(dst, whole, l1) == 0,
+                 "the prefix of a chain that verifies is not all of it: %u of %u bytes", pi.len,
+                 l1);
+        free(whole);
+    }
+    free(dst);
+    if (avail >= FMT_FRAME_HEADER_LEN)
+        fzf5_check_decode(buf + FMT_FRAME_HEADER_LEN, avail - FMT_FRAME_HEADER_LEN, bs, bs);
+}
+
+/* The last slot a footer names, which is where a chain lies. */
+static void fzf5_check_last(int fd, const uint8_t *data, size_t size, uint32_t bs)
+{
+    fmt2_footer ft;
+    if (fmt2_footer_read(fd, size, bs, &ft) != FMT_OK || ft.n_blocks == 0)
+        return;
+    uint64_t at = fmt2_slot_off(bs, ft.n_blocks - 1), n = fmt2_slot_len(bs);
+    if (at < size)
+        fzf5_check_at(data + at, size - at < n ? size - at : n, bs);
+}
+
+static uint32_t fzf5_next(uint32_t *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 8;
+}
+
+/* A chain built from the input: its last byte picks the block size and the number of
+ * blocks, the 4 bytes before it seed where the blocks end, which are stored raw, where the
+ * chain is cut and which byte is changed, and the bytes before them are its content. The
+ * first block is compressed alone (LZ4_compress_default), each later one with the bytes
+ * before it as its dictionary (LZ4_compress_fast_continue), as a link is; either is stored
+ * raw when so picked or not smaller. It parses, verifies and decodes back to the content;
+ * cut anywhere, the prefix recovery keeps exactly its whole blocks; decoded into one byte
+ * too few, its last block fails; one byte changed, the parsers keep to their bounds. */
+static void fzf5_roundtrip(const uint8_t *data, size_t size)
+{
+    if (size < 6)
+        return;
+    uint8_t pick = data[size - 1];
+    uint32_t bs = fzf_sizes[pick & 3], nb = 1 + (pick >> 2) % FF_CHAIN_BLOCKS;
+    uint32_t seed = fmt_get32(data + size - 5), total = (uint32_t)(size - 5);
+    const uint8_t *src = data;
+    if (total > bs - 1)
+        total = bs - 1;
+    if (total > FF_CHAIN_MAX)
+        total = FF_CHAIN_MAX;
+    if (nb > total)
+        nb = total;
+    size_t cap = FMT2_FRAME_OVERHEAD + total + (size_t)nb * FMT_BLOCK_OVERHEAD;
+    uint8_t *frame = malloc(cap), *comp = malloc((size_t)LZ4_compressBound((int)total));
+    LZ4_stream_t *st = LZ4_createStream();
+    FZ_CHECK(frame && comp && st, "malloc");
+    uint32_t dec_end[FF_CHAIN_BLOCKS], area_end[FF_CHAIN_BLOCKS], pos = 0;
+    size_t at = FMT_FRAME_HEADER_LEN;
+    fmt2_chain_head(frame, bs, total);
+    for (uint32_t j = 0; j < nb; j++) {
+        uint32_t n = total - pos;
+        if (j + 1 < nb)
+            n = 1 + fzf5_next(&seed) % (total - pos - (nb - j - 1));
+        int comp_len = 0;
+        if (!(fzf5_next(&seed) & 3)) {
+            /* stored raw */
+        } else if (j == 0) {
+            comp_len = LZ4_compress_default((const char *)src, (char *)comp, (int)n,
+                                            LZ4_compressBound((int)n));
+        } else {
+            uint32_t dict = pos < 65536u ? pos : 65536u;
+            LZ4_resetStream_fast(st);
+            LZ4_loadDict(st, (const char *)src + pos - dict, (int)dict);
+            comp_len = LZ4_compress_fast_continue(st, (const char *)src + pos, (char *)comp,
+                                                  (int)n, LZ4_compressBound((int)n), 1);
+        }
+        FZ_CHECK(comp_len >= 0, "LZ4 compression failed");
+        size_t l = fmt2_chain_link(frame + at, src + pos, n, comp_len > 0 ? comp : NULL,
+                                   (uint32_t)comp_len, XXH32(src, pos + n, 0));
+        FZ_CHECK(l >= FMT2_CHAIN_LINK_OVERHEAD + 1 && l <= FMT2_CHAIN_LINK_OVERHEAD + n &&
+                     at + l <= cap, "link of %u bytes is %zu", n, l);
+        at += l - FMT_FRAME_END_LEN;
+        pos += n;
+        dec_end[j] = pos, area_end[j] = (uint32_t)(at - FMT_FRAME_HEADER_LEN);
+    }
+    size_t flen = at + FMT_FRAME_END_LEN;
+    uint32_t len = 0, fl = 0;
+    fmt_error err = fmt2_chain_parse(frame, flen, bs, 1, &len, &fl);
+    FZ_CHECK(err == FMT_OK && len == total && fl == flen,
+             "a chain of %u bytes in %u blocks (frame %zu) parses as %d: len %u frame %u", total,
+             nb, flen, (int)err, len, fl);
+    fzf5_check_at(frame, flen, bs);
+    uint8_t *dst = malloc(bs), *cut = malloc(flen + 64);
+    FZ_CHECK(dst && cut, "malloc");
+    fmt2_chain_info ci;
+    FZ_CHECK(fmt2_chain_decode(frame + FMT_FRAME_HEADER_LEN, flen - FMT_FRAME_HEADER_LEN, bs, dst,
+                               bs, 1, &ci) == FMT_OK &&
+                 ci.len == total && ci.blocks == nb && ci.area == area_end[nb - 1] &&
+                 memcmp(dst, src, total) == 0,
+             "a chain of %u bytes in %u blocks decodes to %u in %u", total, nb, ci.len, ci.blocks);
+    /* followed by other bytes (a padding, the footer), it still ends where it ends */
+    memcpy(cut, frame, flen);
+    memcpy(cut + flen, data, size < 64 ? size : 64);
+    FZ_CHECK(fmt2_chain_parse(cut, flen + (size < 64 ? size : 64), bs, 1, &len, &fl) == FMT_OK &&
+                 len == total && fl == flen, "a chain followed by bytes ends at %u, not %zu", fl,
+             flen);
+    /* one byte too few to decode into: the last block does not fit */
+    fzf5_check_decode(frame + FMT_FRAME_HEADER_LEN, flen - FMT_FRAME_HEADER_LEN, bs, total - 1);
+    uint8_t *small = malloc(total - 1);
+    fmt2_chain_info si;
+    FZ_CHECK(small != NULL || total == 1, "malloc");
+    FZ_CHECK(fmt2_chain_decode(frame + FMT_FRAME_HEADER_LEN, flen - FMT_FRAME_HEADER_LEN, bs,
+                               small, total - 1, 1, &si) == FMT_ERR_CORRUPT,
+             "a chain of %u bytes decodes strictly into %u", total, total - 1);
+    FZ_CHECK(fmt2_chain_decode(frame + FMT_FRAME_HEADER_LEN, flen - FMT_FRAME_HEADER_LEN, bs,
+                               small, total - 1, 0, &si) == FMT_OK &&
+                 si.blocks == nb - 1 && si.len == (nb > 1 ? dec_end[nb - 2] : 0) &&
+                 memcmp(small, src, si.len) == 0,
+             "decoded into %u bytes, a chain of %u in %u blocks gave %u in %u", total - 1, total,
+             nb, si.len, si.blocks);
+    free(small);
+    /* cut (a torn link): the prefix keeps the blocks that are whole, nothing parses */
+    size_t keep = fzf5_next(&seed) % (flen + 1);
+    uint8_t *torn = malloc(keep ? keep : 1);
+    FZ_CHECK(torn != NULL, "malloc");
+    memcpy(torn, frame, keep);
+    uint32_t k = 0;
+    while (k < nb && keep >= FMT_FRAME_HEADER_LEN && area_end[k] <= keep - FMT_FRAME_HEADER_LEN)
+        k++;
+    err = fmt2_chain_prefix(torn, keep, bs, dst, &ci);
+    FZ_CHECK(k == 0 ? err == FMT_ERR_CORRUPT
+                    : err == FMT_OK && ci.blocks == k && ci.len == dec_end[k - 1] &&
+                          ci.area == area_end[k - 1] && memcmp(dst, src, ci.len) == 0,
+             "a chain of %u blocks cut at %zu of %zu: prefix %d with %u blocks, %u bytes "
+             "(%u expected)", nb, keep, flen, (int)err, ci.blocks, ci.len, k);
+    FZ_CHECK(keep == flen || (fmt2_chain_parse(torn, keep, bs, 0, &len, &fl) == FMT_ERR_CORRUPT &&
+                              fmt2_chain_parse(torn, keep, bs, 1, &len, &fl) == FMT_ERR_CORRUPT),
+             "a chain cut at %zu of %zu parses", keep, flen);
+    fzf5_check_at(torn, keep, bs);
+    free(torn);
+    /* one byte changed anywhere in it */
+    uint32_t r = fzf5_next(&seed);
+    uint8_t *bent = malloc(flen);
+    FZ_CHECK(bent != NULL, "malloc");
+    memcpy(bent, frame, flen);
+    bent[r % flen] ^= (uint8_t)(1 + fzf5_next(&seed) % 255);
+    fzf5_check_at(bent, flen, bs);
+    free(bent);
+    free(cut);
+    free(dst);
+    LZ4_freeStream(st);
+    free(comp);
+    free(frame);
+}
+
+/* At the input's start, with every block size, and the round trip. */
+static void fzf5_check_chain(const uint8_t *data, size_t size)
+{
+    for (int i = 0; i < 4; i++)
+        fzf5_check_at(data, size, fzf_sizes[i]);
+    fzf5_roundtrip(data, size);
+}
+
 /* The frame parser on the first slots, where the input puts them. */
 static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
 {
@@ -228,6 +470,7 @@ static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
             break;
         fzf2_parse_at(data + at, size - at, bs);
         fzf2_check_records(data + at, size - at, bs);
+        fzf5_check_at(data + at, size - at, bs);
     }
 }
 
@@ -370,6 +613,7 @@ static void fzf_run(const uint8_t *data, size_t size)
     int fd = fz_memfile(data, size);
     if (err == FMT_OK && m.version >= FMT_VERSION_2) {
         fzf2_check_frames(data, size, m.block_size);
+        fzf5_check_last(fd, data, size, m.block_size);
         fzf2_check_footer(fd, size, m.block_size);
         fzf2_check_scan(fd, size, m.block_size);
     } else if (err == FMT_OK) {
@@ -384,6 +628,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t fixed_len;
     fzf_run(data, size);
+    fzf5_check_chain(data, size);
     uint8_t *fixed = fzf_fix_trailer(data, size, &fixed_len);
     if (fixed && memcmp(fixed, data, size) != 0)
         fzf_run(fixed, fixed_len);

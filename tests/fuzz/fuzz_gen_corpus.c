@@ -16,9 +16,13 @@
  * corpus, since files of every version must keep being read. Slot layout extras: a journal
  * left at rest (an in-place rewrite, one entry a hole), a commit caught between its footer
  * and its slot, cuts through footer, journal and slots, and files that end with the footer
- * pair. */
+ * pair. The chained last frame (version 5): a log appended a line per commit (a chain of
+ * three blocks in its last slot), the same with its last link torn, and, for the fmt target
+ * alone, chains of one and of three blocks on their own (v5-chain-frame-*, made by
+ * fmt2_chain_head and fmt2_chain_link as the link writer makes them). */
 #include <errno.h>
 #include <fcntl.h>
+#include <lz4.h>
 #include <lz4frame.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +299,77 @@ static void gc_streaming(const gc_ctx *c)
     free(buf);
 }
 
+/* A frame of 9.12 holding the n bytes at src in blocks ending at ends[0..k), the first
+ * compressed alone, each later one with the bytes before it as its dictionary (what the tail
+ * compressor does for a link), raw where that is not smaller. Returns its length. */
+static size_t gc_chain_frame(uint8_t *out, const uint8_t *src, const uint32_t *ends, int k)
+{
+    uint8_t comp[8192];
+    LZ4_stream_t *st = LZ4_createStream();
+    size_t at = FMT_FRAME_HEADER_LEN;
+    uint32_t pos = 0;
+    if (!st)
+        gc_die("LZ4_createStream");
+    fmt2_chain_head(out, GC_BS, ends[k - 1]);
+    for (int j = 0; j < k; j++) {
+        uint32_t n = ends[j] - pos, dict = pos < 65536u ? pos : 65536u;
+        int comp_len;
+        if (j == 0) {
+            comp_len = LZ4_compress_default((const char *)src, (char *)comp, (int)n, sizeof(comp));
+        } else {
+            LZ4_loadDict(st, (const char *)src + pos - dict, (int)dict);
+            comp_len = LZ4_compress_fast_continue(st, (const char *)src + pos, (char *)comp,
+                                                  (int)n, sizeof(comp), 1);
+        }
+        if (comp_len <= 0)
+            gc_die("LZ4 compression");
+        at += fmt2_chain_link(out + at, src + pos, n, comp, (uint32_t)comp_len,
+                              XXH32(src, ends[j], 0)) - FMT_FRAME_END_LEN;
+        pos = ends[j];
+    }
+    LZ4_freeStream(st);
+    return at + FMT_FRAME_END_LEN;
+}
+
+/* Appends closed one at a time (a log's >> lines): from the second on, each a link of the
+ * last block's chain. Saved as it is, with its last link torn (the frame's end and the
+ * footer not written), and chains alone, of one block and of three (the second compressed
+ * with the first as its dictionary, the third raw bytes). */
+static void gc_chain(const gc_ctx *c)
+{
+    int fd;
+    size_t len;
+    uint8_t line[64], buf[4096 + 3 * 64], frame[sizeof(buf) + 128];
+    ff_file *f = gc_create(c->env64, &fd);
+    gc_fill(buf, 3000, 51);
+    gc_write(f, buf, 3000, 0);
+    uint64_t end = 3000;
+    for (int k = 0; k < 3; k++) {
+        if (ff_flush(f, 0) != 0)
+            gc_die("ff_flush");
+        int n = snprintf((char *)line, sizeof(line), "appended line %d, closed at once\n", k);
+        gc_write(f, line, (size_t)n, (off_t)end);
+        end += (uint64_t)n;
+    }
+    if (ff_release(f) != 0)
+        gc_die("ff_release");
+    uint8_t *b = gc_bytes(fd, &len);
+    uint32_t clen = 0, flen = 0;
+    if (fmt2_chain_parse(b + fmt2_slot_off(GC_BS, 0), len - fmt2_slot_off(GC_BS, 0), GC_BS, 1,
+                         &clen, &flen) != FMT_OK || clen != end)
+        gc_die("the appends made no chain");
+    gc_save_file(c, "v5-chain-appended", b, len);
+    /* the last link torn in its block checksum, the frame's end and the footer lost */
+    gc_save_file(c, "v5-chain-torn", b, fmt2_slot_off(GC_BS, 0) + flen - 10);
+    free(b);
+    close(fd);
+    gc_fill(buf, 4096 + 64, 53);
+    gc_random(buf + 4096 + 64, 2 * 64, 55);
+    static const uint32_t one[] = {4000}, three[] = {4096, 4096 + 64, 4096 + 3 * 64};
+    gc_save(c, "fmt", "v5-chain-frame-1", frame, gc_chain_frame(frame, buf, one, 1));
+    gc_save(c, "fmt", "v5-chain-frame-3", frame, gc_chain_frame(frame, buf, three, 3));
+}
+
 static void gc_foreign(const gc_ctx *c)
 {
     static const char text[] = "just a plain file, not one of ours\n";
@@ -395,6 +470,7 @@ int main(int argc, char **argv)
     gc_journal(&c);
     gc_pair(&c);
     gc_streaming(&c);
+    gc_chain(&c);
     gc_foreign(&c);
     gc_superblocks(&c);
     gc_sizes(&c);

@@ -109,6 +109,8 @@ torn_link() {
     "$FSCK" -n "$BACKING" >"$WS/fsck-n.out" 2>&1
     check "fsck -n reports the torn chain" grep -q "chained frame ends torn" "$WS/fsck-n.out"
     check "mount read-only (torn)" mount_store ro
+    check_eq "read-only, stat gives the size of the lines before the torn one" \
+        "$(stat -c %s "$before")" "$(stat -c %s "$MNT/app.log")"
     check "read-only, the log reads as the lines before the torn one" cmp "$before" "$MNT/app.log"
     check "unmount (torn, read-only)" umount_store
     "$FSCK" -y "$BACKING" >"$WS/fsck-y.out" 2>&1
