@@ -154,6 +154,25 @@ static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
 
 static const uint32_t ENDS[] = {30000, 30061, 30200, 34000, 34001};
 
+/* A file whose chain holds the first n of ENDS's blocks, of which the first `blocks` are on
+ * disk under a header saying head_len and a footer of size (0: none). */
+static void chain_setup(chain_case *c, uint32_t n, int random, uint32_t blocks, uint32_t head_len,
+                        uint64_t size)
+{
+    set_case(c, n, ENDS);
+    chain_build(c, random);
+    chain_file(c, blocks, head_len, size);
+}
+
+/* A byte of the fifth block's data torn; returns where. */
+static uint64_t tear_fifth(chain_case *c)
+{
+    uint8_t x = 0x55;
+    uint64_t at = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c->area_at[3] + 6;
+    assert_int_equal(fmt_pwrite_all(c->fd, &x, 1, at), 0);
+    return at;
+}
+
 static void test_chain_roundtrip(void **state)
 {
     (void)state;
@@ -193,9 +212,7 @@ static void test_chain_whole(void **state)
     (void)state;
     for (int write = 0; write <= 1; write++) {
         chain_case c;
-        set_case(&c, 5, ENDS);
-        chain_build(&c, 0);
-        chain_file(&c, 5, ENDS[4], ENDS[4]);
+        chain_setup(&c, 5, 0, 5, ENDS[4], ENDS[4]);
         expect_open(&c, write, 5, 0);
         chain_free(&c);
     }
@@ -207,12 +224,8 @@ static void test_chain_torn_link(void **state)
     (void)state;
     for (int write = 0; write <= 1; write++) {
         chain_case c;
-        set_case(&c, 5, ENDS);
-        chain_build(&c, 0);
-        chain_file(&c, 5, ENDS[4], ENDS[4]);
-        uint8_t x = 0x55;
-        assert_int_equal(fmt_pwrite_all(c.fd, &x, 1, FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN +
-                                                          c.area_at[3] + 6), 0);
+        chain_setup(&c, 5, 0, 5, ENDS[4], ENDS[4]);
+        tear_fifth(&c);
         expect_open(&c, write, 4, 1);
         chain_free(&c);
     }
@@ -224,13 +237,8 @@ static void test_chain_damage_without_crash(void **state)
 {
     (void)state;
     chain_case c;
-    set_case(&c, 5, ENDS);
-    chain_build(&c, 0);
-    chain_file(&c, 5, ENDS[4], ENDS[4]);
-    uint8_t x = 0x55;
-    uint64_t at = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c.area_at[3] + 6;
-    assert_int_equal(fmt_pwrite_all(c.fd, &x, 1, at), 0);
-    uint64_t before = file_len(c.fd);
+    chain_setup(&c, 5, 0, 5, ENDS[4], ENDS[4]);
+    uint64_t at = tear_fifth(&c), before = file_len(c.fd);
     fmt2_recovery r;
     assert_int_equal(fmt2_recover(c.fd, before, BS, 1, 0, 0, &r), FMT_OK);
     assert_int_equal(r.ft.size, ENDS[4]);
@@ -240,7 +248,7 @@ static void test_chain_damage_without_crash(void **state)
     assert_int_equal(file_len(c.fd), before);
     uint8_t back;
     assert_int_equal(fmt_pread_all(c.fd, &back, 1, at), 0);
-    assert_int_equal(back, x);
+    assert_int_equal(back, 0x55);
     fmt2_recovery_free(&r);
     chain_free(&c);
 }
@@ -251,9 +259,7 @@ static void test_chain_header_alone(void **state)
 {
     (void)state;
     chain_case c;
-    set_case(&c, 5, ENDS);
-    chain_build(&c, 1);
-    chain_file(&c, 4, ENDS[4], ENDS[3]);
+    chain_setup(&c, 5, 1, 4, ENDS[4], ENDS[3]);
     expect_open(&c, 1, 4, 1);
     chain_free(&c);
 }
@@ -263,9 +269,7 @@ static void test_chain_link_alone(void **state)
 {
     (void)state;
     chain_case c;
-    set_case(&c, 5, ENDS);
-    chain_build(&c, 0);
-    chain_file(&c, 5, ENDS[3], ENDS[4]);
+    chain_setup(&c, 5, 0, 5, ENDS[3], ENDS[4]);
     expect_open(&c, 1, 5, 1);
     chain_free(&c);
 }
@@ -276,9 +280,7 @@ static void test_chain_first_link_old_header(void **state)
 {
     (void)state;
     chain_case c;
-    set_case(&c, 2, ENDS);
-    chain_build(&c, 0);
-    chain_file(&c, 2, ENDS[1], ENDS[1]);
+    chain_setup(&c, 2, 0, 2, ENDS[1], ENDS[1]);
     uint8_t head[FMT_FRAME_HEADER_LEN];
     fmt_frame_header(head, BS, ENDS[0], 1);            /* FLG 0x7C, the first block's size */
     assert_int_equal(fmt_pwrite_all(c.fd, head, sizeof(head), FMT_MARKER_LEN), 0);
@@ -292,17 +294,12 @@ static void test_chain_walk(void **state)
     (void)state;
     for (int torn = 0; torn <= 1; torn++) {
         chain_case c;
-        set_case(&c, 5, ENDS);
-        chain_build(&c, 0);
-        chain_file(&c, 5, ENDS[4], 0);
+        chain_setup(&c, 5, 0, 5, ENDS[4], 0);
         uint8_t junk[40];
         memset(junk, 0xAB, sizeof(junk));
         assert_int_equal(fmt_pwrite_all(c.fd, junk, sizeof(junk), file_len(c.fd)), 0);
-        if (torn) {
-            uint8_t x = 0x55;
-            assert_int_equal(fmt_pwrite_all(c.fd, &x, 1, FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN +
-                                                              c.area_at[3] + 6), 0);
-        }
+        if (torn)
+            tear_fifth(&c);
         fmt2_recovery r;
         assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
         assert_int_equal(r.torn, 1);
