@@ -309,6 +309,8 @@ static void ff_src_copy(uint8_t *dst, const ff_src *src, size_t p, size_t n)
     }
 }
 
+#define FF_PAGE 4096u                  /* what the kernel's write-back cache writes whole */
+
 /* The first of n bytes of the write from p on that differs from old's, or n. */
 static size_t ff_src_differs(const uint8_t *old, const ff_src *src, size_t p, size_t n)
 {
@@ -327,7 +329,8 @@ static size_t ff_src_differs(const uint8_t *old, const ff_src *src, size_t p, si
 /* Tells the tail tracking (ff_tail_touch) where a write of n bytes at boff into block i
  * changes it. With the kernel's write-back cache a write covers the page it begins in, so
  * an append to a log rewrites the bytes before it on that page as they were: those do not
- * count as changed (comparing them costs at most a page a write). */
+ * count as changed. Only that page is compared, a page a write at most: a byte past it
+ * counts as changed unless the tracking says the write is past it already. */
 static void ff_write_touch(ff_file *f, uint64_t i, const ff_src *src, size_t p, uint64_t boff,
                            uint64_t n)
 {
@@ -336,8 +339,11 @@ static void ff_write_touch(ff_file *f, uint64_t i, const ff_src *src, size_t p, 
         return;
     }
     uint64_t same = f->low_at - boff < n ? f->low_at - boff : n;
+    uint64_t page = FF_PAGE - boff % FF_PAGE;
+    if (same > page)
+        same = page;
     uint64_t d = ff_src_differs(f->blk[i].buf + boff, src, p, (size_t)same);
-    if (d < same || boff + n > f->low_at)
+    if (d < same || (same < n && boff + same < f->low_at))
         ff_tail_touch(f, i, boff + d);
 }
 

@@ -25,6 +25,20 @@ lines() {
     done
 }
 
+# tail_write FILE same|changed: one write of the file's last 10 bytes (as they are, or
+# changed) and 30 more, then close
+tail_write() {
+    python3 - "$1" "$2" <<'EOF'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+end = os.fstat(fd).st_size
+last = os.pread(fd, 10, end - 10)
+head = last if sys.argv[2] == "same" else bytes(b ^ 0x20 for b in last)
+os.pwrite(fd, head + b"appended by one write at -10\n", end - 10)
+os.close(fd)
+EOF
+}
+
 run_size() {
     BLOCK_SIZE=$1
     BACKING="$WS/store-$1"
@@ -67,6 +81,16 @@ run_size() {
     check "a truncate into the last block, then lines ($1)" cmp "$plain" "$MNT/app.log"
     check "lz4 -d after the overwrite and the truncate ($1)" \
         bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+    # one write that starts before the end: a link when the bytes before the end are written
+    # as they were (as the kernel's write-back cache sends a page), else the block whole
+    l0=$(counter chain_links)
+    tail_write "$MNT/app.log" same; tail_write "$plain" same
+    check_eq "a write of the same last bytes and more is a link ($1)" $((l0 + 1)) \
+        "$(counter chain_links)"
+    tail_write "$MNT/app.log" changed; tail_write "$plain" changed
+    check_eq "a write that changes the last bytes and appends is not ($1)" $((l0 + 1)) \
+        "$(counter chain_links)"
+    check "both read back ($1)" cmp "$plain" "$MNT/app.log"
 
     # a chain's links are bounded: past the budget the block is written whole again
     local big="$WS/bigline"
