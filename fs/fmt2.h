@@ -331,7 +331,9 @@ fmt_error fmt2_chain_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
                            uint32_t *len, uint32_t *frame_len);
 /* The blocks of the frame in buf that check, decoded into dst (bs bytes), whatever its
  * content size, header checksum and end say: what a torn link leaves of a chain, or of the
- * frame the first link was turning into one. FMT_ERR_CORRUPT when not even one does. */
+ * frame the first link was turning into one, or that frame whole when a crash lost every
+ * link behind it. FMT_ERR_CORRUPT when not even one does, and for a frame of 9.3 whose only
+ * block checks but which is torn at its end. */
 fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8_t *dst,
                             fmt2_chain_info *out);
 /* Whether the last slot of the file the footer ft describes (no journal, not paired) holds

@@ -126,6 +126,20 @@ fmt_error fmt2_chain_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
     return err;
 }
 
+/* Whether the frame of 9.3 in buf, whose block decoded to dst[0, len) and ends at `end`, is
+ * whole: its header's content size, EndMark and content checksum. */
+static int fmt2_frame_whole(const uint8_t *buf, size_t avail, uint32_t bs, const uint8_t *dst,
+                            uint32_t len, size_t end)
+{
+    uint32_t fbs;
+    int has_csize, bsum, csum;
+    uint64_t csize;
+    return fmt_frame_header_parse(buf, avail, &fbs, &has_csize, &csize, &bsum, &csum) ==
+               FMT_FRAME_HEADER_LEN &&
+           fbs == bs && csize == len && avail >= end + FMT_FRAME_END_LEN &&
+           fmt_get32(buf + end) == 0 && fmt_get32(buf + end + 4) == XXH32(dst, len, 0);
+}
+
 fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8_t *dst,
                             fmt2_chain_info *out)
 {
@@ -136,12 +150,13 @@ fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8
                                       bs, dst, bs - 1, 0, out);
     if (err != FMT_OK || out->blocks == 0)
         return err == FMT_OK ? FMT_ERR_CORRUPT : err;
-    /* a frame of 9.3 (FLG 0x7C) counts only with a link written behind its block: without
-     * one it is a frame torn at its end, which is no chain (the walk drops it, 10.1) */
+    /* a frame of 9.3 (FLG 0x7C) alone counts with a link written behind its block, or whole
+     * (the state before the links a crash lost: its own end and content checksum hold);
+     * else it is a frame torn at its end, which is no chain (the walk drops it, 10.1) */
     size_t next = FMT_FRAME_HEADER_LEN + (size_t)out->area;
-    if (buf[4] == 0x7C && out->blocks == 1 && (avail < next + 4 || fmt_get32(buf + next) == 0))
-        return FMT_ERR_CORRUPT;
-    return FMT_OK;
+    if (buf[4] != 0x7C || out->blocks > 1 || (avail >= next + 4 && fmt_get32(buf + next) != 0))
+        return FMT_OK;
+    return fmt2_frame_whole(buf, avail, bs, dst, out->len, next) ? FMT_OK : FMT_ERR_CORRUPT;
 }
 
 /* Slot i's frame as the footer ft says it: the header and the word after the first block.

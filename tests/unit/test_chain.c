@@ -288,6 +288,20 @@ static void test_chain_first_link_old_header(void **state)
     chain_free(&c);
 }
 
+/* A power loss kept a link's footer and lost the links before it and every header write:
+ * the slot holds the frame of 9.3 the block had before them, whole: that is the block. */
+static void test_chain_links_lost(void **state)
+{
+    (void)state;
+    chain_case c;
+    chain_setup(&c, 5, 0, 1, ENDS[0], ENDS[4]);
+    uint8_t head[FMT_FRAME_HEADER_LEN];
+    fmt_frame_header(head, BS, ENDS[0], 1);
+    assert_int_equal(fmt_pwrite_all(c.fd, head, sizeof(head), FMT_MARKER_LEN), 0);
+    expect_open(&c, 1, 1, 1);
+    chain_free(&c);
+}
+
 /* No footer (it went with a torn write): the walk takes the chain, whole or torn. */
 static void test_chain_walk(void **state)
 {
@@ -320,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_chain_header_alone),
         cmocka_unit_test(test_chain_link_alone),
         cmocka_unit_test(test_chain_first_link_old_header),
+        cmocka_unit_test(test_chain_links_lost),
         cmocka_unit_test(test_chain_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
