@@ -89,6 +89,11 @@ static int ff_buf_swappable(const ff_file *f)
     return !f->env->buf_direct && f->bs == f->env->sb.block_size;
 }
 
+int ff_buf_moves(const ff_file *f)
+{
+    return ff_buf_swappable(f);
+}
+
 uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len)
 {
     return ff_buf_swappable(f) ? bc_take(f->env->cache, f->id, key, len) : NULL;

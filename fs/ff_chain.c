@@ -112,8 +112,11 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len)
         rc = -errno;
     free(link);
     if (rc == 0) {
+        /* cached when that moves the buffer; a card's buffer would be copied, and the tail
+         * compressor, which holds the block, gives the next append its bytes anyway */
         bc_forget(f->env->cache, f->id, ff2_word_off(f, i));
-        ff_buf_to_cache(f, b, ff2_word_off(f, i), len);
+        if (ff_buf_moves(f))
+            ff_buf_to_cache(f, b, ff2_word_off(f, i), len);
         ff_drop_buf(f, b);
         b->state = FF_CLEAN, b->off = ff2_word_off(f, i);
         f->chain_links = b->word == FMT2_CHAIN_WORD ? f->chain_links + (uint32_t)link_len

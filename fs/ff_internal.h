@@ -343,6 +343,8 @@ void ff_buf_put(ff_file *f, uint8_t *buf, uint8_t host);
  * b->buf what ff_drop_buf then frees (the cache's old buffer, or the same one, copied). */
 uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len);
 void ff_buf_to_cache(ff_file *f, ff_blk *b, uint64_t key, uint32_t len);
+/* Whether ff_buf_to_cache moves the buffer (1) or copies it (0). */
+int ff_buf_moves(const ff_file *f);
 
 /* ff_tail.c: ff_tail_touch: dirty block i changed from byte lo on (lo 0: anywhere);
  * ff_tail_loaded: it was just given its committed content. */
