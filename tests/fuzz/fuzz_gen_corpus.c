@@ -237,6 +237,8 @@ static void gc_journal(const gc_ctx *c)
  * (FORMAT.md 9.10) while it is open. Saved as it is then, with the newer journal damaged (a
  * commit whose sync did not return), and with the slots put back as they were before both
  * commits (both journals to replay). */
+#define GC_PAIR_CHANGE (GC_BS / 4 + 1000)
+
 static void gc_pair(const gc_ctx *c)
 {
     int fd;
@@ -249,11 +251,13 @@ static void gc_pair(const gc_ctx *c)
         gc_die("ff_flush");
     uint8_t *old = gc_bytes(fd, &old_len), *mid = NULL;
     gc_save_file(c, GC_V "pair-opened", old, old_len);   /* its footer names no journal */
+    /* changes larger than a page record takes (a quarter of a block), so that each durable
+     * commit goes through the pair's journal (FORMAT.md 9.11, 11.6) */
     for (int k = 0; k < 3; k++) {
-        gc_fill(buf, 300, 43 + (uint64_t)k);
-        gc_write(f, buf, 300, (off_t)(GC_BS + 1000 * (uint64_t)k));
+        gc_fill(buf, GC_PAIR_CHANGE, 43 + (uint64_t)k);
+        gc_write(f, buf, GC_PAIR_CHANGE, (off_t)(GC_BS + 1000 * (uint64_t)k));
         if (k == 1)
-            gc_write(f, buf, 300, 2 * GC_BS + 7);
+            gc_write(f, buf, GC_PAIR_CHANGE, 2 * GC_BS + 7);
         if (ff_flush(f, 1) != 0)
             gc_die("ff_flush");
         if (k == 1)
