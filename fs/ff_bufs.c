@@ -84,24 +84,19 @@ void ff_land_put(ff_env *env, uint8_t *buf, uint8_t host)
 
 /* Dirty buffers of the card's memory (the only ones with host set) stay where the card
  * reads them; other block sizes do not fit the cache's slots. */
-static int ff_buf_swappable(const ff_file *f)
+int ff_buf_moves(const ff_file *f)
 {
     return !f->env->buf_direct && f->bs == f->env->sb.block_size;
 }
 
-int ff_buf_moves(const ff_file *f)
-{
-    return ff_buf_swappable(f);
-}
-
 uint8_t *ff_buf_from_cache(ff_file *f, uint64_t key, uint32_t len)
 {
-    return ff_buf_swappable(f) ? bc_take(f->env->cache, f->id, key, len) : NULL;
+    return ff_buf_moves(f) ? bc_take(f->env->cache, f->id, key, len) : NULL;
 }
 
 void ff_buf_to_cache(ff_file *f, ff_blk *b, uint64_t key, uint32_t len)
 {
-    if (!ff_buf_swappable(f))
+    if (!ff_buf_moves(f))
         bc_put(f->env->cache, f->id, key, b->buf, len);
     else
         b->buf = bc_adopt(f->env->cache, f->id, key, b->buf, len);

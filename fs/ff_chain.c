@@ -29,6 +29,12 @@ static uint32_t ff_chain_budget(uint32_t bs)
     return bs / 4 < (32u << 10) ? bs / 4 : (32u << 10);
 }
 
+/* The committed length of the last block (the footer's size). */
+static uint32_t ff_chain_old_len(const ff_file *f)
+{
+    return (uint32_t)(f->v2.size - (f->n_blocks - 1) * (uint64_t)f->bs);
+}
+
 /* The commit is one a link can make: only bytes appended to a partial last block that was
  * loaded as committed, in a file that ends with that block's frame and a footer. */
 static int ff_chain_able(const ff_file *f, int durable)
@@ -48,7 +54,7 @@ static int ff_chain_able(const ff_file *f, int durable)
          !(f->rec && f->rec[i].known && f->rec[i].used == 0)))
         return 0;
     const ff_blk *b = &f->blk[i];
-    uint64_t old_len = v->size - i * (uint64_t)f->bs, len = ff_blen(f, i);
+    uint64_t old_len = ff_chain_old_len(f), len = ff_blen(f, i);
     uint32_t in_len;
     return b->state == FF_DIRTY && !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
            old_len > 0 && len > old_len && len < f->bs && f->low_block == i &&
@@ -80,11 +86,11 @@ static int ff_chain_version(ff_file *f)
 
 /* Header, then link, frame end and footer in one write (over the frame's old end, and over
  * the padding that followed it when it had shrunk in place), and a cut when the old footer
- * lay further; memory takes the new state. */
-static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len)
+ * lay further; memory takes the new state, links: the bytes the chain's links held before. */
+static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len, uint32_t links)
 {
     uint64_t i = f->n_blocks - 1, at = fmt2_slot_off(f->bs, i), end = at + frame_len;
-    uint32_t old_len = (uint32_t)(f->v2.size - i * (uint64_t)f->bs), len = (uint32_t)ff_blen(f, i);
+    uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
     ff_blk *b = &f->blk[i];
     uint8_t head[FMT_FRAME_HEADER_LEN], footer[FMT2_FOOTER_LEN];
     uint8_t *link = malloc(len - old_len + FMT2_CHAIN_LINK_OVERHEAD);
@@ -108,7 +114,8 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len)
             fmt_frame_header(head, f->bs, old_len, 1);
         (void)fmt_pwrite_all(f->fd, head, sizeof(head), at);
     }
-    if (rc == 0 && tail + FMT2_FOOTER_LEN < f->v2.eof && ftruncate(f->fd, (off_t)(tail + FMT2_FOOTER_LEN)) < 0)
+    uint64_t eof = tail + FMT2_FOOTER_LEN;
+    if (rc == 0 && eof < f->v2.eof && ftruncate(f->fd, (off_t)eof) < 0)
         rc = -errno;
     free(link);
     if (rc == 0) {
@@ -119,12 +126,11 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len)
             ff_buf_to_cache(f, b, ff2_word_off(f, i), len);
         ff_drop_buf(f, b);
         b->state = FF_CLEAN, b->off = ff2_word_off(f, i);
-        f->chain_links = b->word == FMT2_CHAIN_WORD ? f->chain_links + (uint32_t)link_len
-                                                     : (uint32_t)link_len;
+        f->chain_links = links + (uint32_t)link_len;
         b->word = FMT2_CHAIN_WORD;
         f->chain_area = (uint32_t)(frame_len - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD) +
                         (uint32_t)link_len - FMT_FRAME_END_LEN;
-        f->v2.seq++, f->v2.tail = tail, f->v2.eof = tail + FMT2_FOOTER_LEN;
+        f->v2.seq++, f->v2.tail = tail, f->v2.eof = eof;
         f->v2.size = f->size, f->v2.fresh = f->v2.disk_fresh = fresh;
         f->tail_block = i, f->rewrite_min = UINT64_MAX;
     } else {
@@ -139,7 +145,7 @@ int ff_chain_commit(ff_file *f, int durable)
     if (!ff_chain_able(f, durable))
         return 0;
     uint64_t i = f->n_blocks - 1, frame_len;
-    uint32_t old_len = (uint32_t)(f->v2.size - i * (uint64_t)f->bs), len = (uint32_t)ff_blen(f, i);
+    uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
     uint32_t links = f->blk[i].word == FMT2_CHAIN_WORD ? f->chain_links : 0;
     int rc = ff2_stored_frame_len(f, i, &frame_len);
     if (rc < 0)
@@ -154,7 +160,7 @@ int ff_chain_commit(ff_file *f, int durable)
     f->tail_block = UINT64_MAX;        /* until the link is on disk */
     if (eng_tail_extend(f->tail, f->blk[i].buf + old_len, len - old_len, &o) < 0)
         return 0;                      /* the tail compressor starts over: a whole commit */
-    if ((rc = ff_chain_version(f)) < 0 || (rc = ff_chain_write(f, &o, frame_len)) < 0) {
+    if ((rc = ff_chain_version(f)) < 0 || (rc = ff_chain_write(f, &o, frame_len, links)) < 0) {
         eng_tail_reset(f->tail);
         return rc;
     }

@@ -591,7 +591,8 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
         }
         /* a frame of 9.3 whose checksums fail is a torn write of it (step 4), not a link */
         if ((err == FMT_ERR_CORRUPT || (err == FMT_ERR_CHECKSUM && buf[4] == FMT2_FLG_CHAIN)) &&
-            fmt2_slot_off(bs, i) < file_len && fmt2_scan_chain(file_len, bs, i, buf, out) == FMT_OK) {
+            fmt2_slot_off(bs, i) < file_len &&
+            fmt2_scan_chain(file_len, bs, i, buf, out) == FMT_OK) {
             out->bad_blocks = bad, after_run = 0;
             break;                         /* what a torn link left of a chain ends it */
         }
