@@ -35,23 +35,14 @@ static uint32_t ff_chain_old_len(const ff_file *f)
     return (uint32_t)(f->v2.size - (f->n_blocks - 1) * (uint64_t)f->bs);
 }
 
-/* The commit is one a link can make: only bytes appended to a partial last block that was
- * loaded as committed, in a file that ends with that block's frame and a footer. */
-static int ff_chain_able(const ff_file *f, int durable)
+/* The block's side of a link: only bytes appended to a partial last block that was loaded
+ * as committed, with nothing else pending. */
+static int ff_chain_block_able(const ff_file *f)
 {
-    const ff2_state *v = &f->v2;
     uint64_t n = f->n_blocks, i = n - 1;
-    if (durable || f->version < FMT_VERSION_3 || ff_new_version(f->env) < FMT_VERSION_5 ||
-        n == 0 || n != f->n_stored || f->rewrite_min != i || f->n_dirty != 1 ||
-        f->n_batches || f->n_pending || !f->tail || f->tail_block != i)
-        return 0;
-    /* records lie only in a last slot padded to the next one (FORMAT.md 9.11): its frame
-     * alone would not be the block */
-    int recs = f->rec_flag || f->rec_old;
-    if (v->footerless || v->j_pending || v->j_live || v->j_len || v->paired ||
-        v->eof != v->tail + FMT2_FOOTER_LEN ||
-        (recs && v->tail >= fmt2_slot_off(f->bs, n) &&
-         !(f->rec && f->rec[i].known && f->rec[i].used == 0)))
+    if (f->version < FMT_VERSION_3 || ff_new_version(f->env) < FMT_VERSION_5 || n == 0 ||
+        n != f->n_stored || f->rewrite_min != i || f->n_dirty != 1 || f->n_batches ||
+        f->n_pending || !f->tail || f->tail_block != i)
         return 0;
     const ff_blk *b = &f->blk[i];
     uint64_t old_len = ff_chain_old_len(f), len = ff_blen(f, i);
@@ -59,6 +50,20 @@ static int ff_chain_able(const ff_file *f, int durable)
     return b->state == FF_DIRTY && !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
            old_len > 0 && len > old_len && len < f->bs && f->low_block == i &&
            f->low_at >= old_len && eng_tail_input(f->tail, &in_len) && in_len == old_len;
+}
+
+/* The file's side: it ends with that block's frame and a footer (no journal, no pair). */
+static int ff_chain_file_able(const ff_file *f)
+{
+    const ff2_state *v = &f->v2;
+    uint64_t n = f->n_blocks, i = n - 1;
+    /* records lie only in a last slot padded to the next one (FORMAT.md 9.11): its frame
+     * alone would not be the block */
+    int recs = f->rec_flag || f->rec_old;
+    return !(v->footerless || v->j_pending || v->j_live || v->j_len || v->paired ||
+             v->eof != v->tail + FMT2_FOOTER_LEN ||
+             (recs && v->tail >= fmt2_slot_off(f->bs, n) &&
+              !(f->rec && f->rec[i].known && f->rec[i].used == 0)));
 }
 
 /* The footer's fresh after a commit that wrote block i in place without a sync (ff_slots.c,
@@ -140,9 +145,48 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len,
     return rc;
 }
 
+/* A file in the footer pair (durable rewrites one after the other, or a durable append
+ * that laid the pair out) leaves it as its last release would, so that an fsync'd append
+ * becomes a link: the pair rewrites the block through a journal at every fsync. */
+static int ff_chain_leave_pair(ff_file *f)
+{
+    if (!f->v2.paired || f->v2.j_pending || f->v2.footerless)
+        return 0;
+    return ff2_release(f);
+}
+
+/* The link itself, then, for an fsync, the sync: memory then takes every block as promised,
+ * as after a durable commit's footer and sync (FORMAT.md 11.1 step 5). */
+static int ff_chain_link(ff_file *f, uint64_t frame_len, uint32_t links, int durable)
+{
+    uint64_t i = f->n_blocks - 1;
+    uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
+    eng_tail_out o;
+    f->tail_block = UINT64_MAX;        /* until the link is on disk */
+    if (eng_tail_extend(f->tail, f->blk[i].buf + old_len, len - old_len, &o) < 0)
+        return 0;                      /* the tail compressor starts over: a whole commit */
+    int rc = ff_chain_version(f);
+    if (rc == 0)
+        rc = ff_chain_write(f, &o, frame_len, links);
+    if (rc < 0) {
+        eng_tail_reset(f->tail);
+        return rc;
+    }
+    f->env->n.commits++;
+    f->env->n.chain_links++;
+    f->env->n.tail_blocks++;
+    f->env->n.tail_bytes_kept += old_len;
+    f->mtime_stale = 1, f->deferred_err = 0;
+    if (durable && (rc = ff_sync_for(f, durable)) < 0)
+        return rc;
+    if (durable)
+        f->v2.fresh = f->v2.promised = f->n_stored;
+    return 1;
+}
+
 int ff_chain_commit(ff_file *f, int durable)
 {
-    if (!ff_chain_able(f, durable))
+    if (!ff_chain_block_able(f) || (!f->v2.paired && !ff_chain_file_able(f)))
         return 0;
     uint64_t i = f->n_blocks - 1, frame_len;
     uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
@@ -156,20 +200,11 @@ int ff_chain_commit(ff_file *f, int durable)
         eng_tail_reset(f->tail);       /* written whole, compressed from scratch */
         return 0;
     }
-    eng_tail_out o;
-    f->tail_block = UINT64_MAX;        /* until the link is on disk */
-    if (eng_tail_extend(f->tail, f->blk[i].buf + old_len, len - old_len, &o) < 0)
-        return 0;                      /* the tail compressor starts over: a whole commit */
-    if ((rc = ff_chain_version(f)) < 0 || (rc = ff_chain_write(f, &o, frame_len, links)) < 0) {
-        eng_tail_reset(f->tail);
+    if ((rc = ff_chain_leave_pair(f)) < 0)
         return rc;
-    }
-    f->env->n.commits++;
-    f->env->n.chain_links++;
-    f->env->n.tail_blocks++;
-    f->env->n.tail_bytes_kept += old_len;
-    f->mtime_stale = 1, f->deferred_err = 0;
-    return 1;
+    if (!ff_chain_file_able(f))
+        return 0;
+    return ff_chain_link(f, frame_len, links, durable);
 }
 
 void ff_chain_loaded(ff_file *f, uint32_t area)

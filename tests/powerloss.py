@@ -5,7 +5,7 @@
       Writers (one process each, two files each) append, overwrite, truncate, reopen and
       fsync through the mount (more cuts to nothing with --zeros; holes punched and ranges
       zeroed with --falloc; appends of megabytes with --big; a log's lines, each appended and
-      closed, with --lines), writing self-describing
+      closed or synced, with --lines), writing self-describing
       64-byte records, and log every operation with its monotonic start and end times.
 
   powerloss.py check BASE PLOG LOGDIR PLCHECK WORK --states N --seed S
@@ -93,8 +93,9 @@ def writer(mnt, logdir, w, seed, n_ops, zeros, falloc, big, lines):
         e = {"f": names[k], "fid": fids[k], "ver": ver}
         t0 = time.monotonic_ns()
         if lines and rnd.random() < lines:
-            # a log's line: appended and closed (`>>`), which a version 5 file commits as a
-            # link of its last block's chained frame (docs/FORMAT.md 11.8)
+            # a log's line: appended and closed (`>>`), or appended and synced, which a
+            # version 5 file commits as a link of its last block's chained frame
+            # (docs/FORMAT.md 11.8), the synced one then promised
             n = rnd.randint(1, 3)
             put(k, nrec[k], n, ver)
             e.update(op="write", start=nrec[k], n=n, t0=t0, t1=time.monotonic_ns())
@@ -102,9 +103,14 @@ def writer(mnt, logdir, w, seed, n_ops, zeros, falloc, big, lines):
             nrec[k] += n
             ver += 1
             t0 = time.monotonic_ns()
-            os.close(fds[k])
-            fds[k] = os.open(os.path.join(mnt, names[k]), os.O_RDWR)
-            e = {"f": names[k], "fid": fids[k], "ver": ver, "op": "reopen"}
+            e = {"f": names[k], "fid": fids[k], "ver": ver}
+            if rnd.random() < 0.4:
+                os.fsync(fds[k])
+                e.update(op="fsync")
+            else:
+                os.close(fds[k])
+                fds[k] = os.open(os.path.join(mnt, names[k]), os.O_RDWR)
+                e.update(op="reopen")
         elif falloc and nrec[k] and rnd.random() < falloc:
             z, nrec[k] = zero_range(rnd, fds[k], nrec[k])
             e.update(z)

@@ -154,9 +154,10 @@ static void bn_fs_help(void)
            "                    stat, du -s, ls -lR, git status, rm -r (default 2000, under\n"
            "                    passthrough_ll's one descriptor per inode; quick 100)\n"
            "  --wl-rows LIST    only these rows, comma-separated (default all): sqlite-delete,\n"
-           "                    sqlite-wal, append, append-log, fsync-append, fio,\n"
-           "                    fio-fsync32, edits, tree-cp, tree-tar, tree-stat, tree-du,\n"
-           "                    tree-ls, tree-git, tree-rm, holes, write-bytes\n"
+           "                    sqlite-wal, append, append-log, fsync-append,\n"
+           "                    fsync-append-log, fio, fio-fsync32, edits, tree-cp, tree-tar,\n"
+           "                    tree-stat, tree-du, tree-ls, tree-git, tree-rm, holes,\n"
+           "                    write-bytes\n"
            "  --fs-opts OPTS    more -o options for every fpgalz4fs mount, e.g. noacl\n"
            "  --passthrough-src FILE  passthrough_ll.c (default: libfuse3-dev's example)\n");
 }

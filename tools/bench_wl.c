@@ -44,8 +44,8 @@
 enum { BN_WR_FS, BN_WR_FS64, BN_WR_PT, BN_WR_PTK, BN_WR_PLAIN, BN_WR_N };
 enum { BN_WK_FS, BN_WK_PT, BN_WK_PLAIN };                         /* what a rival mounts */
 enum {
-    BN_WL_SQL_DEL, BN_WL_SQL_WAL, BN_WL_APPEND, BN_WL_APPEND_LOG, BN_WL_FSYNC, BN_WL_FIO,
-    BN_WL_FIO_SYNC,
+    BN_WL_SQL_DEL, BN_WL_SQL_WAL, BN_WL_APPEND, BN_WL_APPEND_LOG, BN_WL_FSYNC,
+    BN_WL_FSYNC_LOG, BN_WL_FIO, BN_WL_FIO_SYNC,
     BN_WL_EDITS, BN_WL_TREE_CP, BN_WL_TREE_TAR, BN_WL_TREE_STAT, BN_WL_TREE_DU, BN_WL_TREE_LS,
     BN_WL_TREE_GIT, BN_WL_TREE_RM, BN_WL_N,
 };
@@ -111,6 +111,7 @@ static int bn_wl_sql_wal(bn_wl *w, double *secs, double *rate);
 static int bn_wl_appends(bn_wl *w, double *secs, double *rate);
 static int bn_wl_append_log(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate);
+static int bn_wl_fsync_log(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio(bn_wl *w, double *secs, double *rate);
 static int bn_wl_fio_sync(bn_wl *w, double *secs, double *rate);
 static int bn_wl_edits(bn_wl *w, double *secs, double *rate);
@@ -125,6 +126,7 @@ static const struct {
     [BN_WL_APPEND] = {"append", "appends/s", NULL, bn_wl_appends, 0.5},
     [BN_WL_APPEND_LOG] = {"append-log", "appends/s", NULL, bn_wl_append_log, 0.5},
     [BN_WL_FSYNC] = {"fsync-append", "appends/s", NULL, bn_wl_fsyncs, 0.5},
+    [BN_WL_FSYNC_LOG] = {"fsync-append-log", "appends/s", NULL, bn_wl_fsync_log, 0.5},
     [BN_WL_FIO] = {"fio", "IOPS", "fio", bn_wl_fio, 0.5},
     [BN_WL_FIO_SYNC] = {"fio-fsync32", "IOPS", "fio", bn_wl_fio_sync, 0.5},
     [BN_WL_EDITS] = {"edits", "edits/s", NULL, bn_wl_edits, 0},
@@ -343,36 +345,47 @@ static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
     return rc ? rc : bn_wl_check_records(w, path, BN_WL_LINE);
 }
 
-/* The same `>>` appends to a log that already holds BN_WL_LOG_BYTES (written at once, not
+/* A log that already holds BN_WL_LOG_BYTES of records of len bytes (written at once, not
  * timed): its last block is about half full at 64 KiB and at 1 MiB blocks, where a log
- * spends most of its life, instead of empty as in the row above. */
+ * spends most of its life, instead of empty as in a new file. The records it holds. */
 #define BN_WL_LOG_BYTES ((7u << 19) + (32u << 10))
-static int bn_wl_append_log(bn_wl *w, double *secs, double *rate)
+static int bn_wl_log_fill(bn_wl *w, const char *path, unsigned len, unsigned *have)
 {
-    char path[BN_PATH], line[BN_WL_LINE + 1];
-    bn_path(path, w->dir, "big.log");
-    unsigned have = BN_WL_LOG_BYTES / BN_WL_LINE;
+    char rec[BN_WL_REC + 1];
+    *have = BN_WL_LOG_BYTES / len;
     FILE *f = fopen(path, "w");
-    for (unsigned i = 0; f && i < have; i++) {
-        bn_wl_line(i, line, BN_WL_LINE);
-        fwrite(line, 1, BN_WL_LINE, f);
+    for (unsigned i = 0; f && i < *have; i++) {
+        bn_wl_line(i, rec, len);
+        fwrite(rec, 1, len, f);
     }
     if (!f || fclose(f) != 0)
         return bn_wl_why(w, "write %s: %s", path, strerror(errno));
-    int rc = bn_wl_append_lines(w, path, have, have + w->c.ops, secs, rate);
+    return 0;
+}
+
+/* The same `>>` appends to a log that is not new. */
+static int bn_wl_append_log(bn_wl *w, double *secs, double *rate)
+{
+    char path[BN_PATH];
+    unsigned have;
+    bn_path(path, w->dir, "big.log");
+    int rc = bn_wl_log_fill(w, path, BN_WL_LINE, &have);
+    if (rc == 0)
+        rc = bn_wl_append_lines(w, path, have, have + w->c.ops, secs, rate);
     return rc ? rc : bn_wl_check_n(w, path, BN_WL_LINE, have + w->c.ops);
 }
 
-/* One open file, ops appends of BN_WL_REC bytes, each followed by fsync. */
-static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate)
+/* Records [from, to) of BN_WL_REC bytes appended to path through one descriptor, each
+ * followed by fsync; timed with the open and the close. */
+static int bn_wl_fsync_recs(bn_wl *w, const char *path, unsigned from, unsigned to,
+                            double *secs, double *rate)
 {
-    char path[BN_PATH], rec[BN_WL_REC + 1];
-    bn_path(path, w->dir, "journal.dat");
+    char rec[BN_WL_REC + 1];
     double t0 = bn_clock(CLOCK_MONOTONIC);
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
     if (fd < 0)
         return bn_wl_why(w, "open %s: %s", path, strerror(errno));
-    for (unsigned i = 0; i < w->c.ops; i++) {
+    for (unsigned i = from; i < to; i++) {
         bn_wl_line(i, rec, BN_WL_REC);
         if (write(fd, rec, BN_WL_REC) != (ssize_t)BN_WL_REC || fsync(fd) != 0) {
             bn_wl_why(w, "append %u with fsync to %s: %s", i, path, strerror(errno));
@@ -383,8 +396,29 @@ static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate)
     if (close(fd) != 0)
         return bn_wl_why(w, "close %s: %s", path, strerror(errno));
     *secs = bn_clock(CLOCK_MONOTONIC) - t0;
-    *rate = w->c.ops / *secs;
-    return bn_wl_check_records(w, path, BN_WL_REC);
+    *rate = (to - from) / *secs;
+    return 0;
+}
+
+/* One open file, ops appends of BN_WL_REC bytes, each followed by fsync. */
+static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate)
+{
+    char path[BN_PATH];
+    bn_path(path, w->dir, "journal.dat");
+    int rc = bn_wl_fsync_recs(w, path, 0, w->c.ops, secs, rate);
+    return rc ? rc : bn_wl_check_records(w, path, BN_WL_REC);
+}
+
+/* The same fsync'd appends to a log that is not new. */
+static int bn_wl_fsync_log(bn_wl *w, double *secs, double *rate)
+{
+    char path[BN_PATH];
+    unsigned have;
+    bn_path(path, w->dir, "synced.log");
+    int rc = bn_wl_log_fill(w, path, BN_WL_REC, &have);
+    if (rc == 0)
+        rc = bn_wl_fsync_recs(w, path, have, have + w->c.ops, secs, rate);
+    return rc ? rc : bn_wl_check_n(w, path, BN_WL_REC, have + w->c.ops);
 }
 
 /* ---- fio: 4 KiB random writes ---- */
@@ -904,6 +938,8 @@ static void bn_wl_names(bn_wl *w)
              w->c.ops, BN_WL_LINE, BN_WL_LOG_BYTES / 1024);
     snprintf(w->wname[BN_WL_FSYNC], 128, "%u appends of %u bytes + fsync", w->c.ops,
              BN_WL_REC);
+    snprintf(w->wname[BN_WL_FSYNC_LOG], 128, "%u appends of %u bytes + fsync to a %u KiB log",
+             w->c.ops, BN_WL_REC, BN_WL_LOG_BYTES / 1024);
     snprintf(w->wname[BN_WL_FIO], 128, "fio 4K randwrite, %u MiB file", w->c.file_mib);
     snprintf(w->wname[BN_WL_FIO_SYNC], 128, "fio 4K randwrite --fsync=32, %u MiB file",
              w->c.file_mib);
@@ -937,7 +973,7 @@ static void bn_wl_series_init(bn_wl *w)
             if (!s->skip && !bn_wl_wanted(w, bn_wl_kinds[k].tag))
                 s->skip = "not in --wl-rows";
             if (!s->skip && r == BN_WR_PTK && (k == BN_WL_APPEND || k == BN_WL_APPEND_LOG ||
-                                           k == BN_WL_FSYNC))
+                                           k == BN_WL_FSYNC || k == BN_WL_FSYNC_LOG))
                 s->skip = "not run: with -o writeback, libfuse 3.14's passthrough_ll writes the "
                           "pages of an O_APPEND file at its end again (5 appends of 100 bytes, "
                           "each with fsync, leave 1,500 bytes), which the check after the run "
@@ -1307,10 +1343,11 @@ static void bn_wl_setup_text(FILE *f, const bn_wl *w)
             w->c.rounds);
     fprintf(f, "- SQLite: the sqlite3 shell, one process per run, `INSERT` of %u bytes of text "
                "per transaction (autocommit), default synchronous=FULL; appends: "
-               "open(O_APPEND)/write/close per line; fsync appends: one open file; fio: psync, "
+               "open(O_APPEND)/write/close per line; fsync appends: one open file (to a new file "
+               "and to a log that holds %u KiB); fio: psync, "
                "%u s time based, buffer_compress_percentage=60, refill_buffers, invalidate=0, "
                "IOPS from its JSON; edits: open/pwrite/close at offsets of a fixed seed\n",
-            BN_WL_REC, w->c.fio_secs);
+            BN_WL_REC, BN_WL_LOG_BYTES / 1024, w->c.fio_secs);
     fprintf(f, "- every output read back and checked after its timed run (rows, records, the "
                "edited file); a failed run is marked FAILED and the driver exits 1\n");
 }

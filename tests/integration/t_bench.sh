@@ -19,11 +19,11 @@ for f in fs.md fs.csv targets.csv engine.md engine.csv; do
     check "$f written" test -s "$RES/$f"
 done
 
-# The targets: SPEC.md's 8, and the workloads' 31 for each of the two fpgalz4fs stores (1M,
-# 64K): allocated and apparent size for 8 workloads, speed against passthrough_ll for 7 and
+# The targets: SPEC.md's 8, and the workloads' 34 for each of the two fpgalz4fs stores (1M,
+# 64K): allocated and apparent size for 9 workloads, speed against passthrough_ll for 8 and
 # for the 7 metadata rows over a tree of small files, and the daemon's write_bytes for a
 # small overwrite.
-NTARGETS=$((8 + 2 * 31))
+NTARGETS=$((8 + 2 * 34))
 targets_table_ok() {
     local rows
     rows=$(sed -n '/^### Targets/,$p' "$RES/fs.md" | grep -c '^| [a-z].* | \(met\|not met\|skipped: .*\) |$')
@@ -43,17 +43,17 @@ side_by_side_ok() {
 }
 check "fs.md has every side-by-side row with a median" side_by_side_ok
 
-# The workloads, side by side: each of the 15 rows (8 workloads, 7 metadata commands over a
+# The workloads, side by side: each of the 16 rows (9 workloads, 7 metadata commands over a
 # tree) has a number for all four rivals (fpgalz4fs 1M and 64K, passthrough_ll, plain ext4 or
 # a plain directory) and both ratios.
 workloads_ok() {
     local rows
     local num=' [0-9][0-9.]* |' ratio=' [0-9][0-9.]*x |'
     # fpgalz4fs 1M and 64K, passthrough_ll, the same with fpgalz4fs's kernel settings (not
-    # run for the three O_APPEND rows: its writeback mode breaks them), plain ext4; 4 ratios
+    # run for the four O_APPEND rows: its writeback mode breaks them), plain ext4; 4 ratios
     rows=$(sed -n '/^### Workloads$/,/^### Workloads: /p' "$RES/fs.md" |
            grep -c "^| [^|]* | [A-Za-z/]* |$num$num$num\($num\| skipped |\)$num$ratio$ratio\($ratio\| - |\)\{2\}\$")
-    [ "$rows" -eq 15 ] || { echo "expected 15 workload rows with every rival measured, got $rows"; return 1; }
+    [ "$rows" -eq 16 ] || { echo "expected 16 workload rows with every rival measured, got $rows"; return 1; }
     rows=$(sed -n '/^### Workloads$/,/^### Workloads: /p' "$RES/fs.md" | grep -c "^| [^|]* | [A-Za-z/]* |$num$num$num$num$num")
     [ "$rows" -eq 12 ] || { echo "expected 12 rows with passthrough_ll wb,xattr,perm measured, got $rows"; return 1; }
     grep -q '^| sqlite-wal | fpgalz4fs 64K | [0-9]* | [0-9]* | [0-9]* | [0-9]* | ' "$RES/fs.md" ||

@@ -25,6 +25,28 @@ lines() {
     done
 }
 
+# fsync_lines FILE PLAIN FROM N PID: N lines appended to both, each followed by fsync of
+# FILE; prints the bytes the daemon PID wrote (wchar) meanwhile
+fsync_lines() {
+    python3 - "$@" <<'EOF'
+import os, sys
+path, plain, first, n, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+def wchar():
+    with open("/proc/%s/io" % pid) as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("wchar"))
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+w0 = wchar()
+with open(plain, "ab") as p:
+    for i in range(first, first + n):
+        line = b"%d: POST /api/v1/orders/%d 201 %d ms\n" % (i, i * 7919 % 1000, i % 89)
+        os.write(fd, line)
+        os.fsync(fd)
+        p.write(line)
+print(wchar() - w0)
+os.close(fd)
+EOF
+}
+
 # tail_write FILE same|changed: one write of the file's last 10 bytes (as they are, or
 # changed) and 30 more, then close
 tail_write() {
@@ -99,6 +121,21 @@ run_size() {
         cat "$big" >>"$MNT/app.log"; cat "$big" >>"$plain"
     done
     check "incompressible lines past a chain's budget read back ($1)" cmp "$plain" "$MNT/app.log"
+
+    # lines each followed by fsync: links and a sync each, about the line written, not the
+    # block (through the journal, then in its slot: a few KiB a line or more)
+    local wrote
+    l0=$(counter chain_links)
+    wrote=$(fsync_lines "$MNT/app.log" "$plain" 500 100 "$DAEMON_PID")
+    check "100 fsync'd lines were committed as links ($1: $(($(counter chain_links) - l0)))" \
+        test $(($(counter chain_links) - l0)) -ge 95
+    check "an fsync'd line wrote under 1 KiB on average ($1: $wrote bytes for 100)" \
+        test "$wrote" -lt 102400
+    check "the fsync'd lines read back ($1)" cmp "$plain" "$MNT/app.log"
+    fsync_lines "$MNT/app.log" "$plain" 600 20 "$DAEMON_PID" >/dev/null
+    kill_daemon
+    check "mount after kill -9 past fsync'd lines ($1)" mount_store
+    check "the fsync'd lines survived kill -9 ($1)" cmp "$plain" "$MNT/app.log"
 
     # kill -9 right after the last line: every line is there
     lines "$MNT/app.log" "$plain" 400 50

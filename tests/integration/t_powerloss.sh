@@ -34,7 +34,7 @@
 # relies on the backing filesystem's ordering), POWERLOSS_ZERO_SEEDS seeds of a workload
 # whose writers often cut files to nothing (default "3"), POWERLOSS_FALLOC_SEEDS seeds of one
 # whose writers also punch holes and zero ranges (default "5"), POWERLOSS_LINES_SEEDS seeds of
-# one whose writers append a log's lines, each closed at once (default "7"),
+# one whose writers append a log's lines, each closed or synced at once (default "7 8"),
 # POWERLOSS_BIG_SEEDS seeds of one whose writers append megabytes at once (default none);
 # these four in version 5 only.
 # POWERLOSS_LOSE_ONE=0 leaves out the states that lose one call alone (the sanitizer pass:
@@ -57,7 +57,7 @@ ZERO_SEEDS=${POWERLOSS_ZERO_SEEDS:-3}
 FALLOC_SEEDS=${POWERLOSS_FALLOC_SEEDS:-5}
 BIG_SEEDS=${POWERLOSS_BIG_SEEDS:-}
 FORMATS=${POWERLOSS_FORMATS:-2 3 5}
-LINES_SEEDS=${POWERLOSS_LINES_SEEDS:-7}
+LINES_SEEDS=${POWERLOSS_LINES_SEEDS:-7 8}
 LOSE_ONE=${POWERLOSS_LOSE_ONE:-1}
 KEEP_ONE=${POWERLOSS_KEEP_ONE:-1000}
 JOBS=${POWERLOSS_JOBS:-$(nproc)}
@@ -107,7 +107,7 @@ done
 for seed in $ZERO_SEEDS; do
     run_format 5 "$seed" cuts --zeros 0.6
 done
-# A log's lines, each appended and closed: links of the last block's chained frame
+# A log's lines, each appended and closed or synced: links of the last block's chained frame
 # (FORMAT.md 9.12, 11.8), whose end and footer each link writes over.
 for seed in $LINES_SEEDS; do
     run_format 5 "$seed" lines --lines 0.3
