@@ -52,7 +52,8 @@ static int ff_chain_block_able(const ff_file *f)
            f->low_at >= old_len && eng_tail_input(f->tail, &in_len) && in_len == old_len;
 }
 
-/* The file's side: it ends with that block's frame and a footer (no journal, no pair). */
+/* The file's side: it ends with that block's frame and a footer (no journal), or with a
+ * footer pair (FORMAT.md 9.10) behind that slot. */
 static int ff_chain_file_able(const ff_file *f)
 {
     const ff2_state *v = &f->v2;
@@ -60,10 +61,13 @@ static int ff_chain_file_able(const ff_file *f)
     /* records lie only in a last slot padded to the next one (FORMAT.md 9.11): its frame
      * alone would not be the block */
     int recs = f->rec_flag || f->rec_old;
-    return !(v->footerless || v->j_pending || v->j_live || v->j_len || v->paired ||
-             v->eof != v->tail + FMT2_FOOTER_LEN ||
-             (recs && v->tail >= fmt2_slot_off(f->bs, n) &&
-              !(f->rec && f->rec[i].known && f->rec[i].used == 0)));
+    if (v->footerless || v->j_pending ||
+        (recs && v->tail >= fmt2_slot_off(f->bs, n) &&
+         !(f->rec && f->rec[i].known && f->rec[i].used == 0)))
+        return 0;
+    if (v->paired)
+        return v->area == fmt2_slot_off(f->bs, n);
+    return !(v->j_live || v->j_len || v->eof != v->tail + FMT2_FOOTER_LEN);
 }
 
 /* The footer's fresh after a commit that wrote block i in place without a sync (ff_slots.c,
@@ -89,39 +93,73 @@ static int ff_chain_version(ff_file *f)
     return rc;
 }
 
-/* Header, then link, frame end and footer in one write (over the frame's old end, and over
- * the padding that followed it when it had shrunk in place), and a cut when the old footer
- * lay further; memory takes the new state, links: the bytes the chain's links held before. */
-static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len, uint32_t links)
+/* What follows the frame's new end at `at`, in the link's write: the footer (the file ends
+ * there), or, in a file that ends with a footer pair, the padding frame up to the pair's
+ * area and the kill word (FORMAT.md 9.4), the footer then going into the pair's newer place.
+ * Its length. */
+static size_t ff_chain_after(const ff_file *f, uint64_t at, const fmt2_footer *ft,
+                             uint8_t out[FMT2_FOOTER_LEN])
+{
+    if (!f->v2.paired) {
+        fmt2_footer_encode(ft, out);
+        return FMT2_FOOTER_LEN;
+    }
+    uint64_t pad = f->v2.area - at;
+    fmt2_pad_header(out, pad);
+    memset(out + 8, 0, FMT2_KILL_LEN);
+    return pad >= 8 + FMT2_KILL_LEN ? 8 + FMT2_KILL_LEN : 8;
+}
+
+/* Header, then link, frame end and what follows (ff_chain_after) in one write over the
+ * frame's old end (and over the padding that followed it when it had shrunk in place or
+ * the slot is padded to a pair's area); then a cut when the old footer lay further, or the
+ * pair's footer. */
+static int ff_chain_put(ff_file *f, uint8_t *link, size_t link_len, uint64_t frame_len,
+                        const fmt2_footer *ft)
 {
     uint64_t i = f->n_blocks - 1, at = fmt2_slot_off(f->bs, i), end = at + frame_len;
     uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
-    ff_blk *b = &f->blk[i];
-    uint8_t head[FMT_FRAME_HEADER_LEN], footer[FMT2_FOOTER_LEN];
-    uint8_t *link = malloc(len - old_len + FMT2_CHAIN_LINK_OVERHEAD);
-    if (!link)
-        return -ENOMEM;
-    size_t link_len = fmt2_chain_link(link, b->buf + old_len, len - old_len, o->piece,
-                                      o->piece_len, o->raw_sum);
-    uint64_t tail = end - FMT_FRAME_END_LEN + link_len, fresh = ff_chain_fresh(f, i);
-    fmt2_footer ft = ff2_footer(f, f->size, tail, 0, 0, fresh);
-    fmt2_footer_encode(&ft, footer);
+    uint64_t new_end = end - FMT_FRAME_END_LEN + link_len;
+    uint8_t head[FMT_FRAME_HEADER_LEN], after[FMT2_FOOTER_LEN];
+    struct iovec iov[2] = {{link, link_len}, {after, ff_chain_after(f, new_end, ft, after)}};
     fmt2_chain_head(head, f->bs, len);
-    struct iovec iov[2] = {{link, link_len}, {footer, sizeof(footer)}};
-    ff_io_exclusive(f);
     int rc = fmt_pwrite_all(f->fd, head, sizeof(head), at);
     if (rc == 0 && (rc = fmt_pwritev_all(f->fd, iov, 2, end - FMT_FRAME_END_LEN)) < 0) {
         /* a full disk: the frame's old end is still there, so its old header goes back
          * (an overwrite, which needs no space); the open would repair it otherwise */
-        if (b->word == FMT2_CHAIN_WORD)
+        if (f->blk[i].word == FMT2_CHAIN_WORD)
             fmt2_chain_head(head, f->bs, old_len);
         else
             fmt_frame_header(head, f->bs, old_len, 1);
         (void)fmt_pwrite_all(f->fd, head, sizeof(head), at);
     }
-    uint64_t eof = tail + FMT2_FOOTER_LEN;
-    if (rc == 0 && eof < f->v2.eof && ftruncate(f->fd, (off_t)eof) < 0)
+    if (rc == 0 && f->v2.paired)
+        return fmt2_place_write(f->fd, f->v2.eof, f->v2.place, ft);
+    if (rc == 0 && new_end + FMT2_FOOTER_LEN < f->v2.eof &&
+        ftruncate(f->fd, (off_t)(new_end + FMT2_FOOTER_LEN)) < 0)
         rc = -errno;
+    return rc;
+}
+
+/* The link's write (ff_chain_put) and memory's new state; links: the bytes the chain's
+ * links held before. The footer's tail is the frame's new end, or in a pair the area (the
+ * slot padded up to it, as a pair commit that rewrites the last block leaves it). */
+static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len, uint32_t links)
+{
+    uint64_t i = f->n_blocks - 1, end = fmt2_slot_off(f->bs, i) + frame_len;
+    uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
+    ff_blk *b = &f->blk[i];
+    uint8_t *link = malloc(len - old_len + FMT2_CHAIN_LINK_OVERHEAD);
+    if (!link)
+        return -ENOMEM;
+    size_t link_len = fmt2_chain_link(link, b->buf + old_len, len - old_len, o->piece,
+                                      o->piece_len, o->raw_sum);
+    uint64_t new_end = end - FMT_FRAME_END_LEN + link_len, fresh = ff_chain_fresh(f, i);
+    uint64_t tail = f->v2.paired ? f->v2.area : new_end;
+    fmt2_footer ft = ff2_footer(f, f->size, tail, 0, 0, fresh);
+    ft.paired = f->v2.paired;
+    ff_io_exclusive(f);
+    int rc = ff_chain_put(f, link, link_len, frame_len, &ft);
     free(link);
     if (rc == 0) {
         /* cached when that moves the buffer; a card's buffer would be copied, and the tail
@@ -135,7 +173,10 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len,
         b->word = FMT2_CHAIN_WORD;
         f->chain_area = (uint32_t)(frame_len - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD) +
                         (uint32_t)link_len - FMT_FRAME_END_LEN;
-        f->v2.seq++, f->v2.tail = tail, f->v2.eof = eof;
+        f->v2.seq++, f->v2.tail = tail;
+        if (!f->v2.paired)
+            f->v2.eof = tail + FMT2_FOOTER_LEN;
+        f->v2.j_off = f->v2.j_len = 0;
         f->v2.size = f->size, f->v2.fresh = f->v2.disk_fresh = fresh;
         f->tail_block = i, f->rewrite_min = UINT64_MAX;
     } else {
@@ -146,13 +187,19 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len,
 }
 
 /* A file in the footer pair (durable rewrites one after the other, or a durable append
- * that laid the pair out) leaves it as its last release would, so that an fsync'd append
- * becomes a link: the pair rewrites the block through a journal at every fsync. */
-static int ff_chain_leave_pair(ff_file *f)
+ * that laid the pair out) links in the pair: the link's footer goes into the place of the
+ * pair's newer footer, over it, so the file keeps its length, and an fsync of the backing
+ * file that follows needs no journal commit of the backing filesystem for it. That newer
+ * footer may name the journal of the commit before, whose slots only a sync puts on the
+ * disk: that sync comes first (FORMAT.md 11.8). */
+static int ff_chain_pair_ready(ff_file *f)
 {
-    if (!f->v2.paired || f->v2.j_pending || f->v2.footerless)
+    if (!f->v2.paired || !f->v2.j_live)
         return 0;
-    return ff2_release(f);
+    int rc = ff2_sync(f);
+    if (rc == 0)
+        f->v2.j_live = 0;
+    return rc;
 }
 
 /* The link itself, then, for an fsync, the sync: memory then takes every block as promised,
@@ -186,7 +233,7 @@ static int ff_chain_link(ff_file *f, uint64_t frame_len, uint32_t links, int dur
 
 int ff_chain_commit(ff_file *f, int durable)
 {
-    if (!ff_chain_block_able(f) || (!f->v2.paired && !ff_chain_file_able(f)))
+    if (!ff_chain_block_able(f) || !ff_chain_file_able(f))
         return 0;
     uint64_t i = f->n_blocks - 1, frame_len;
     uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
@@ -200,10 +247,8 @@ int ff_chain_commit(ff_file *f, int durable)
         eng_tail_reset(f->tail);       /* written whole, compressed from scratch */
         return 0;
     }
-    if ((rc = ff_chain_leave_pair(f)) < 0)
+    if ((rc = ff_chain_pair_ready(f)) < 0)
         return rc;
-    if (!ff_chain_file_able(f))
-        return 0;
     return ff_chain_link(f, frame_len, links, durable);
 }
 

@@ -185,6 +185,42 @@ torn_link() {
     check "unmount (torn, repaired)" umount_store
 }
 
+# A new file synced at once is in the footer pair (FORMAT.md 11.6, opening the pair); the
+# fsync'd lines after it are pair links (11.8): links whose footer goes into the pair's
+# place, so the backing file keeps its length. They read back, survive kill -9, and the
+# file at rest decodes with lz4 -d.
+pair_links() {
+    BLOCK_SIZE=$1
+    BACKING="$WS/store-pair-$1"
+    MNT="$WS/mnt-pair-$1"
+    local plain="$WS/plain-pair-$1.log" l0 p0 len0
+    check "mount (pair, $1)" mount_store
+    seq 1 300 | sed 's/^/first line /' >"$plain"
+    python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, open(sys.argv[2], "rb").read()); os.fsync(fd); os.close(fd)' "$MNT/db.wal" "$plain"
+    # the first line after the open is written whole (the tail compressor starts from the
+    # block then), through the pair; the 60 after it are links
+    fsync_lines "$MNT/db.wal" "$plain" 0 1 "$DAEMON_PID" >/dev/null
+    p0=$(counter pair_commits); l0=$(counter chain_links)
+    len0=$(stat -c %s "$BACKING/db.wal")
+    fsync_lines "$MNT/db.wal" "$plain" 1 60 "$DAEMON_PID" >/dev/null
+    check_eq "the fsync'd lines in the pair kept the backing file's length ($1)" "$len0" \
+        "$(stat -c %s "$BACKING/db.wal")"
+    check "they were links ($1: $(($(counter chain_links) - l0)) of 60)" \
+        test $(($(counter chain_links) - l0)) -ge 58
+    check_eq "and no pair commit ($1)" "$p0" "$(counter pair_commits)"
+    check "the pair links read back ($1)" cmp "$plain" "$MNT/db.wal"
+    kill_daemon
+    check "mount after kill -9 past pair links ($1)" mount_store
+    check "the pair links survived kill -9 ($1)" cmp "$plain" "$MNT/db.wal"
+    fsync_lines "$MNT/db.wal" "$plain" 61 5 "$DAEMON_PID" >/dev/null
+    check "unmount (pair, $1)" umount_store
+    check "fsck after the pair links ($1)" "$FSCK" -n "$BACKING"
+    check "lz4 -d after the pair links ($1)" \
+        bash -c "lz4 -d -c '$BACKING/db.wal' | cmp - '$plain'"
+}
+
 # file_version=4 writes no chain; the default turns a version 4 file into version 5.
 versions() {
     BLOCK_SIZE=64K
@@ -208,6 +244,8 @@ versions() {
 
 run_size 64K
 run_size 1M
+pair_links 64K
+pair_links 1M
 torn_link
 versions
 finish

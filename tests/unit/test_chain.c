@@ -4,7 +4,7 @@
  * its end and footer lost, the header written alone, the first link behind a header that
  * still says FLG 0x7C, the footer gone) opens through fmt2_recover as the blocks that check,
  * with the frame's header, end and footer written again, or the same in memory when not
- * writing. */
+ * writing; and the same states of a link in a file that ends with a footer pair. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -113,6 +113,8 @@ static void set_case(chain_case *c, uint32_t n, const uint32_t *ends)
     memcpy(c->ends, ends, n * sizeof(*ends));
 }
 
+static void expect_open_again(chain_case *c, uint32_t blocks);
+
 /* The file opens (fmt2_recover, writing or not) as the first `blocks` blocks of the chain,
  * and, after a writing recovery, opens again whole without any repair. */
 static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
@@ -131,6 +133,14 @@ static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
         assert_int_equal(file_len(c->fd), before);     /* nothing written */
         return;
     }
+    expect_open_again(c, blocks);
+}
+
+/* After a writing recovery: the file opens whole without any repair, its frame the first
+ * `blocks` blocks of the chain, decoding to the data. */
+static void expect_open_again(chain_case *c, uint32_t blocks)
+{
+    fmt2_recovery r;
     assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.chain_fixed, 0);
     assert_int_equal(r.settled, 0);
@@ -324,6 +334,67 @@ static void test_chain_walk(void **state)
     }
 }
 
+/* A pair link (FORMAT.md 11.8): the chain's slot padded up to the pair's area, the two
+ * halves padding, and the paired footer naming no journal in place 1 (place 0 empty), with
+ * the size the header says. The open settles the pair and keeps the blocks that check; the
+ * settled footer lies at the area, the end of the slot's padding. */
+static void pair_file(chain_case *c, uint32_t blocks, uint64_t size)
+{
+    uint64_t fe = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1] +
+                  FMT_FRAME_END_LEN;
+    uint64_t area = fmt2_slot_off(BS, 1), half = 1024;
+    uint64_t eof = (area + 2 * half + 127) / 128 * 128 + 128;
+    uint8_t pad[8 + 4] = {0};
+    fmt2_pad_header(pad, area - fe);
+    assert_int_equal(fmt_pwrite_all(c->fd, pad, sizeof(pad), fe), 0);
+    fmt2_pad_header(pad, half);
+    assert_int_equal(fmt_pwrite_all(c->fd, pad, 8, area), 0);
+    fmt2_pad_header(pad, eof - 128 - area - half);
+    assert_int_equal(fmt_pwrite_all(c->fd, pad, 8, area + half), 0);
+    fmt2_footer ft = {size, 1, area, 0, 0, 7, 0, 1};
+    assert_int_equal(fmt2_place_write(c->fd, eof, 0, NULL), 0);
+    assert_int_equal(fmt2_place_write(c->fd, eof, 1, &ft), 0);
+}
+
+static void expect_pair_open(chain_case *c, uint32_t blocks, int fixed)
+{
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(r.ft.size, c->ends[blocks - 1]);
+    assert_int_equal(r.ft.paired, 0);
+    assert_int_equal(r.chain_fixed, fixed);
+    uint64_t end = fixed ? FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1] +
+                               FMT_FRAME_END_LEN
+                         : fmt2_slot_off(BS, 1);
+    assert_int_equal(r.ft.tail, end);
+    assert_int_equal(file_len(c->fd), end + FMT2_FOOTER_LEN);
+    fmt2_recovery_free(&r);
+    expect_open_again(c, blocks);
+}
+
+static void test_chain_pair_link(void **state)
+{
+    (void)state;
+    chain_case c;
+    chain_setup(&c, 5, 0, 5, ENDS[4], 0);              /* whole: the pair settled */
+    pair_file(&c, 5, ENDS[4]);
+    expect_pair_open(&c, 5, 0);
+    chain_free(&c);
+    chain_setup(&c, 5, 0, 5, ENDS[4], 0);              /* the last link torn */
+    pair_file(&c, 5, ENDS[4]);
+    tear_fifth(&c);
+    expect_pair_open(&c, 4, 1);
+    chain_free(&c);
+    chain_setup(&c, 5, 1, 4, ENDS[4], 0);              /* footer and header, not the link */
+    pair_file(&c, 4, ENDS[4]);
+    expect_pair_open(&c, 4, 1);
+    chain_free(&c);
+    chain_setup(&c, 5, 0, 5, ENDS[4], 0);              /* header and link, not the footer */
+    pair_file(&c, 5, ENDS[3]);
+    expect_pair_open(&c, 5, 1);
+    chain_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_chain_first_link_old_header),
         cmocka_unit_test(test_chain_links_lost),
         cmocka_unit_test(test_chain_walk),
+        cmocka_unit_test(test_chain_pair_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
