@@ -212,6 +212,11 @@ static void chk2_report(chk2_ctx *c, int write)
                  write ? "the frame's end and the footer rewritten behind them"
                        : "a repair ends the frame behind them");
     }
+    if (r->chain_padded) {
+        p |= CHK_P_TORN;
+        chk2_say(c, "the padding behind the last block's chained frame is missing (a link's "
+                 "write cut short by a crash): %s", write ? "written" : "a repair writes it");
+    }
     if (r->unsynced_cut) {
         p |= CHK_P_TORN;
         chk2_say(c, "%llu of the %llu blocks written after the file's last sync did not reach "

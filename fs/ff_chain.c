@@ -176,7 +176,9 @@ static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len,
         f->v2.seq++, f->v2.tail = tail;
         if (!f->v2.paired)
             f->v2.eof = tail + FMT2_FOOTER_LEN;
-        f->v2.j_off = f->v2.j_len = 0;
+        /* no live journal; j_off stays on the half the pair's place may still name on the
+         * disk until the next sync, so that the next pair commit writes the other one */
+        f->v2.j_len = 0;
         f->v2.size = f->size, f->v2.fresh = f->v2.disk_fresh = fresh;
         f->tail_block = i, f->rewrite_min = UINT64_MAX;
     } else {

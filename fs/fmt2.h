@@ -253,6 +253,8 @@ typedef struct {
     uint32_t chain_area;                    /* fmt2_chain_settle: the last slot holds a chain
                                                whose blocks take this many bytes; 0: not */
     int chain_fixed;                        /* it cut a torn link or put its end back */
+    int chain_padded;                       /* it put back the padding from a whole chain
+                                               to the tail (a pair link's write torn) */
 } fmt2_recovery;
 
 /* Footer, journal replay and settling, or the walk and a new footer; then the last slot's

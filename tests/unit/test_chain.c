@@ -395,6 +395,36 @@ static void test_chain_pair_link(void **state)
     chain_free(&c);
 }
 
+/* The link's write torn after the frame's end: the chain whole, the padding behind it to
+ * the area missing, which lz4 -d needs: the open writes it back. */
+static void test_chain_pair_pad_torn(void **state)
+{
+    (void)state;
+    chain_case c;
+    chain_setup(&c, 5, 0, 5, ENDS[4], 0);
+    pair_file(&c, 5, ENDS[4]);
+    uint64_t fe = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c.area_at[4] + FMT_FRAME_END_LEN;
+    uint8_t zero[12] = {0}, pad[8];
+    assert_int_equal(fmt_pwrite_all(c.fd, zero, sizeof(zero), fe), 0);
+    fmt2_recovery r;
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, 1, &r), FMT_OK);
+    assert_int_equal(r.chain_padded, 1);              /* found, not written */
+    fmt2_recovery_free(&r);
+    assert_int_equal(fmt_pread_all(c.fd, pad, sizeof(pad), fe), 0);
+    assert_int_equal(fmt_get32(pad), 0);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(r.chain_padded, 1);
+    assert_int_equal(r.ft.size, ENDS[4]);
+    fmt2_recovery_free(&r);
+    assert_int_equal(fmt_pread_all(c.fd, pad, sizeof(pad), fe), 0);
+    assert_int_equal(fmt_get32(pad), FMT_SKIP_PAD);
+    assert_int_equal(fmt_get32(pad + 4), fmt2_slot_off(BS, 1) - fe - 8);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(r.chain_padded, 0);
+    fmt2_recovery_free(&r);
+    chain_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_chain_links_lost),
         cmocka_unit_test(test_chain_walk),
         cmocka_unit_test(test_chain_pair_link),
+        cmocka_unit_test(test_chain_pair_pad_torn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
