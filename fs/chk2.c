@@ -217,6 +217,13 @@ static void chk2_report(chk2_ctx *c, int write)
         chk2_say(c, "the padding behind the last block's chained frame is missing (a link's "
                  "write cut short by a crash): %s", write ? "written" : "a repair writes it");
     }
+    if (r->pad_fixed) {
+        p |= CHK_P_TORN;
+        chk2_say(c, "the padding behind block %llu, the last one synced, is missing (the "
+                 "write of the append after it lost to a crash): %s",
+                 chk2_ull(r->pad_fixed - 1),
+                 write ? "written" : "a repair writes it");
+    }
     if (r->unsynced_cut) {
         p |= CHK_P_TORN;
         chk2_say(c, "%llu of the %llu blocks written after the file's last sync did not reach "

@@ -67,6 +67,10 @@ static void ff2_log_recovery(ff_file *f, const fmt2_recovery *r, uint64_t file_l
                   "disk whole (a power loss): the file now ends before them", ff_name(f),
                   (unsigned long long)r->unsynced, (unsigned long long)r->unsynced_cut,
                   (unsigned long long)r->ft.n_blocks);
+    if (r->pad_fixed && !ro)
+        lg_printf(f->env->log, LG_WARN, "%s: the padding behind block %llu, the last one "
+                  "synced, did not reach the disk (a power loss): written back", ff_name(f),
+                  (unsigned long long)(r->pad_fixed - 1));
 }
 
 /* Whether the file was last changed before this mount began and after the store was last

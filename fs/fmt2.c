@@ -911,6 +911,28 @@ static int fmt2_in_journal(const fmt2_recovery *r, uint64_t i)
     return 0;
 }
 
+/* Block i, synced, is followed by blocks appended after the sync: the commit that appended
+ * them wrote the padding behind its frame, over what its slot ended with when it was the
+ * last (a footer, another padding), in a write of its own that a power loss may have lost
+ * while it kept the appended slots and their footer. Its frame is whole, and so nothing is
+ * cut for it: the padding header is written again (8 bytes, not the kill word: page records
+ * that follow stay). Returns 1 when it was not right. */
+static int fmt2_fresh_pad(int fd, uint64_t file_len, uint32_t bs, uint64_t i, uint8_t *buf,
+                          int write, fmt_error *fail)
+{
+    uint32_t len = 0, flen = 0;
+    int padded = 0;
+    if (fmt2_scan_slot(fd, file_len, bs, i, 0, buf, &len, &flen, &padded) != FMT_OK ||
+        padded || len != bs)
+        return 0;
+    uint64_t end = fmt2_slot_off(bs, i) + flen, next = fmt2_slot_off(bs, i + 1);
+    uint8_t pad[8];
+    fmt2_pad_header(pad, next - end);
+    if (write && fmt_pwrite_all(fd, pad, sizeof(pad), end) < 0)
+        *fail = FMT_ERR_IO;
+    return 1;
+}
+
 fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r)
 {
     fmt2_footer ft = r->ft;
@@ -919,6 +941,14 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     uint8_t *buf = malloc(fmt2_slot_len(bs));
     if (!buf)
         return FMT_ERR_NOMEM;
+    fmt_error pad_err = FMT_OK;
+    if (ft.fresh > 0 && !fmt2_in_journal(r, ft.fresh - 1))
+        r->pad_fixed = fmt2_fresh_pad(fd, r->file_len, bs, ft.fresh - 1, buf, write, &pad_err)
+                           ? ft.fresh : 0;
+    if (pad_err != FMT_OK) {
+        free(buf);
+        return pad_err;
+    }
     uint64_t i = ft.fresh, runs_from = UINT64_MAX;
     uint32_t flen = 0, m = 0;
     fmt_error fail = FMT_OK;

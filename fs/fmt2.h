@@ -255,6 +255,8 @@ typedef struct {
     int chain_fixed;                        /* it cut a torn link or put its end back */
     int chain_padded;                       /* it put back the padding from a whole chain
                                                to the tail (a pair link's write torn) */
+    uint64_t pad_fixed;                     /* fmt2_check_fresh put back the padding of
+                                               block pad_fixed - 1, the last synced one */
 } fmt2_recovery;
 
 /* Footer, journal replay and settling, or the walk and a new footer; then the last slot's

@@ -678,6 +678,38 @@ static void test_scan_torn_content_sum(void **state)
     scase_free(&c);
 }
 
+/* The blocks from the hole run on appended after the last sync, and the padding behind the
+ * block before them lost (a power loss kept the old footer there, which the append wrote
+ * over in a write of its own): that block is whole and synced, so nothing is cut; its
+ * padding is written back, for lz4 -d (FORMAT.md 11.4 step 4). */
+static void test_fresh_padding_lost(void **state)
+{
+    (void)state;
+    scase c;
+    scase_new(&c);
+    fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_FULL, 0};
+    assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
+    uint64_t pad_at = fmt2_slot_off(BS, SC_FULL - 1) + c.flen[SC_FULL - 1];
+    fmt2_footer old = {SC_FULL * (uint64_t)BS, SC_FULL, pad_at, 0, 0, 0, SC_FULL, 0};
+    uint8_t b[FMT2_FOOTER_LEN], pad[8];
+    fmt2_footer_encode(&old, b);
+    assert_int_equal(fmt_pwrite_all(c.fd, b, sizeof(b), pad_at), 0);
+    for (int write = 0; write <= 1; write++) {
+        fmt2_recovery r;
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, write, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_check_fresh(c.fd, BS, write, 0, &r), FMT_OK);
+        assert_int_equal(r.pad_fixed, SC_FULL);          /* block SC_FULL - 1, plus one */
+        assert_int_equal(r.unsynced_cut, 0);
+        assert_int_equal(r.ft.n_blocks, SC_N);
+        fmt2_recovery_free(&r);
+        assert_int_equal(fmt_pread_all(c.fd, pad, sizeof(pad), pad_at), 0);
+        assert_int_equal(fmt_get32(pad), write ? FMT_SKIP_PAD : fmt_get32(b));
+    }
+    assert_int_equal(fmt_get32(pad + 4), fmt2_slot_off(BS, SC_FULL) - pad_at - 8);
+    scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
+    scase_free(&c);
+}
+
 /* A valid footer whose journal does not read back (FORMAT.md 10 step 4, 11.4 step 2): the
  * commit that wrote them synced nothing, so the footer's size and tail may be of slots it
  * never wrote. Here it claims a last block longer than the slot holds, and its journal is
@@ -1801,6 +1833,7 @@ int main(void)
         cmocka_unit_test(test_scan_file_decodes),
         cmocka_unit_test(test_scan_missing_padding),
         cmocka_unit_test(test_scan_torn_content_sum),
+        cmocka_unit_test(test_fresh_padding_lost),
         cmocka_unit_test(test_damaged_journal_walks),
         cmocka_unit_test(test_scan_bad_blocks),
         cmocka_unit_test(test_recover_lost_punch),
