@@ -11,7 +11,11 @@
  * and the frame's header says the new length: about the line, twice. The blocks already
  * there are never written again, so a crash at any point leaves them, and the open keeps
  * every link that checks (fmt2_chain_settle). A chain compresses worse than one block, so
- * once its links hold ff_chain_budget bytes the next commit writes the block whole again. */
+ * once its links hold ff_chain_budget bytes the next commit writes the block whole again.
+ * An fsync after an append is a link too, then one sync. In a file that ends with the footer
+ * pair (durable commits one after the other), the link's footer goes into the pair's place
+ * instead of behind the frame: the file keeps its length, since ext4 makes an fdatasync
+ * after a change of length a commit of its journal. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
