@@ -46,14 +46,35 @@ static int ff_chain_block_able(const ff_file *f)
     uint64_t n = f->n_blocks, i = n - 1;
     if (f->version < FMT_VERSION_3 || ff_new_version(f->env) < FMT_VERSION_5 || n == 0 ||
         n != f->n_stored || f->rewrite_min != i || f->n_dirty != 1 || f->n_batches ||
-        f->n_pending || !f->tail || f->tail_block != i)
+        f->n_pending)
         return 0;
     const ff_blk *b = &f->blk[i];
     uint64_t old_len = ff_chain_old_len(f), len = ff_blen(f, i);
-    uint32_t in_len;
     return b->state == FF_DIRTY && !(b->off & FMT_ENTRY_ZERO) && b->word != FMT2_RUN_WORD &&
            old_len > 0 && len > old_len && len < f->bs && f->low_block == i &&
-           f->low_at >= old_len && eng_tail_input(f->tail, &in_len) && in_len == old_len;
+           f->low_at >= old_len;
+}
+
+/* The tail compressor holds the block's committed bytes, as the link compresses the added
+ * ones with them. A writer that opened the file again (its state not kept, or the
+ * compressor's memory given to other files) has only the block as loaded, unchanged below
+ * its committed length: compressing those bytes once, which writing the block whole would
+ * cost anyway, lets the append be a link all the same. 0: no compressor to be had. */
+static int ff_chain_primed(ff_file *f, uint64_t i, uint32_t old_len)
+{
+    uint32_t in_len;
+    if (f->tail && f->tail_block == i && eng_tail_input(f->tail, &in_len) && in_len == old_len)
+        return 1;
+    if (!f->tail && !ff_tail_wanted(f, i))
+        return 0;
+    eng_tail_out o;
+    f->tail_block = UINT64_MAX;
+    eng_tail_reset(f->tail);
+    if (eng_tail_compress(f->tail, f->blk[i].buf, old_len, &o) < 0)
+        return 0;
+    f->tail_block = i;
+    f->env->n.chain_primed++;
+    return 1;
 }
 
 /* The file's side: it ends with that block's frame and a footer (no journal), or with a
@@ -250,9 +271,12 @@ int ff_chain_commit(ff_file *f, int durable)
     uint64_t grown = frame_len + (len - old_len) + FMT2_CHAIN_LINK_OVERHEAD - FMT_FRAME_END_LEN;
     if (fmt2_slot_off(f->bs, i) + frame_len > f->v2.tail || grown > f->bs + FMT2_FRAME_OVERHEAD ||
         links + (len - old_len) + FMT2_CHAIN_LINK_OVERHEAD > ff_chain_budget(f->bs)) {
-        eng_tail_reset(f->tail);       /* written whole, compressed from scratch */
+        if (f->tail)                   /* written whole, compressed from scratch */
+            eng_tail_reset(f->tail);
         return 0;
     }
+    if (!ff_chain_primed(f, i, old_len))
+        return 0;
     if ((rc = ff_chain_pair_ready(f)) < 0)
         return rc;
     return ff_chain_link(f, frame_len, links, durable);

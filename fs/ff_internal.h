@@ -132,7 +132,8 @@ typedef struct {
     _Atomic uint64_t commits, blocks_written, blocks_copied, blocks_decoded, cache_hits,
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
         readahead_blocks, pair_commits, blocks_ahead, writes_landed, page_records,
-        record_commits, records_folded, records_folded_early, chain_links;
+        record_commits, records_folded, records_folded_early, chain_links,
+        chain_primed;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;

@@ -64,6 +64,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->page_records = env->n.page_records, o->records_folded = env->n.records_folded;
     o->records_folded_early = env->n.records_folded_early;
     o->chain_links = env->n.chain_links;
+    o->chain_primed = env->n.chain_primed;
     o->record_commits = env->n.record_commits;
 }
 

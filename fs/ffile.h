@@ -183,6 +183,8 @@ typedef struct {
                                           room, folded by a later one */
     uint64_t chain_links;              /* commits that appended to a last block as a link of
                                           its chained frame (version 5) */
+    uint64_t chain_primed;             /* of those, links whose block the tail compressor
+                                          compressed first (a writer's first after an open) */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 
