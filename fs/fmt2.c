@@ -911,26 +911,37 @@ static int fmt2_in_journal(const fmt2_recovery *r, uint64_t i)
     return 0;
 }
 
+int fmt2_pad_mend(int fd, uint64_t end, uint64_t to, int kill, int write, fmt_error *err)
+{
+    uint8_t pad[8 + FMT2_KILL_LEN] = {0};
+    if (to < end + 8 || fmt_pread_all(fd, pad, 8, end) < 0)
+        return 0;
+    if (fmt_get32(pad) == FMT_SKIP_PAD && fmt_get32(pad + 4) == to - end - 8)
+        return 0;
+    fmt2_pad_header(pad, to - end);
+    memset(pad + 8, 0, FMT2_KILL_LEN);
+    size_t n = kill && to - end >= sizeof(pad) ? sizeof(pad) : 8;
+    if (write && fmt_pwrite_all(fd, pad, n, end) < 0)
+        *err = FMT_ERR_IO;
+    return 1;
+}
+
 /* Block i, synced, is followed by blocks appended after the sync: the commit that appended
  * them wrote the padding behind its frame, over what its slot ended with when it was the
  * last (a footer, another padding), in a write of its own that a power loss may have lost
  * while it kept the appended slots and their footer. Its frame is whole, and so nothing is
- * cut for it: the padding header is written again (8 bytes, not the kill word: page records
- * that follow stay). Returns 1 when it was not right. */
+ * cut for it: the padding header is written again (not the kill word: page records that
+ * follow stay). Returns 1 when it was not right. */
 static int fmt2_fresh_pad(int fd, uint64_t file_len, uint32_t bs, uint64_t i, uint8_t *buf,
                           int write, fmt_error *fail)
 {
     uint32_t len = 0, flen = 0;
     int padded = 0;
     if (fmt2_scan_slot(fd, file_len, bs, i, 0, buf, &len, &flen, &padded) != FMT_OK ||
-        padded || len != bs)
+        len != bs)
         return 0;
-    uint64_t end = fmt2_slot_off(bs, i) + flen, next = fmt2_slot_off(bs, i + 1);
-    uint8_t pad[8];
-    fmt2_pad_header(pad, next - end);
-    if (write && fmt_pwrite_all(fd, pad, sizeof(pad), end) < 0)
-        *fail = FMT_ERR_IO;
-    return 1;
+    return fmt2_pad_mend(fd, fmt2_slot_off(bs, i) + flen, fmt2_slot_off(bs, i + 1), 0, write,
+                         fail);
 }
 
 fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r)

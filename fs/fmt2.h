@@ -340,6 +340,11 @@ fmt_error fmt2_chain_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
  * block checks but which is torn at its end. */
 fmt_error fmt2_chain_prefix(const uint8_t *buf, size_t avail, uint32_t bs, uint8_t *dst,
                             fmt2_chain_info *out);
+/* Whether the padding frame from end to `to` (>= end + 8) begins at end; when it does not,
+ * writes its header there (with the kill word, 9.11, when kill and its payload holds it)
+ * if write, and returns 1 (an error of the write in *err); 0 when it was right or no
+ * padding fits. Recovery's repair of a padding that a crash kept from the disk. */
+int fmt2_pad_mend(int fd, uint64_t end, uint64_t to, int kill, int write, fmt_error *err);
 /* Whether the last slot of the file the footer ft describes (no journal, not paired) holds
  * a chain, or a frame a link was written behind: after a crash, fmt2_chain_settle may cut
  * it, so its size is the open's to say. */

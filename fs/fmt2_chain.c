@@ -204,26 +204,6 @@ static fmt_error fmt2_chain_end(int fd, uint64_t at, uint32_t bs, const uint8_t 
     return fmt2_footer_write(fd, ft->tail, ft) < 0 ? FMT_ERR_IO : FMT_OK;
 }
 
-/* A whole chain that ends at `end`, before the footer's tail (a pair link pads the slot up
- * to the pair's area, FORMAT.md 11.8): the padding frame from end to tail that the link's
- * write put behind it, which a power loss may have torn off that write. When it is not
- * there (and a crash may have left it so), it is written (when writing), so that lz4 -d
- * reads through the slot; 1 when it was. */
-static int fmt2_chain_pad(int fd, uint64_t end, uint64_t tail, int write, fmt_error *err)
-{
-    uint8_t pad[8 + FMT2_KILL_LEN] = {0};
-    if (tail < end + 8 || fmt_pread_all(fd, pad, 8, end) < 0)
-        return 0;
-    if (fmt_get32(pad) == FMT_SKIP_PAD && fmt_get32(pad + 4) == tail - end - 8)
-        return 0;
-    fmt2_pad_header(pad, tail - end);
-    memset(pad + 8, 0, FMT2_KILL_LEN);
-    size_t n = tail - end >= sizeof(pad) ? sizeof(pad) : 8;
-    if (write && fmt_pwrite_all(fd, pad, n, end) < 0)
-        *err = FMT_ERR_IO;
-    return 1;
-}
-
 int fmt2_chain_suspect(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft)
 {
     return ft->n_blocks && !ft->j_len && !ft->paired &&
@@ -251,8 +231,10 @@ fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_re
     if (err == FMT_OK && fmt2_chain_parse(buf, avail, bs, 1, &len, &flen) == FMT_OK &&
         len == want && at + flen <= ft.tail) {
         r->chain_area = flen - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD;
+        /* padded to a later tail (a pair link, FORMAT.md 11.8): the padding that the
+         * link's write put behind it, which a power loss may have torn off, lz4 -d needs */
         if (crashed || r->torn)
-            r->chain_padded = fmt2_chain_pad(fd, at + flen, ft.tail, write, &err);
+            r->chain_padded = fmt2_pad_mend(fd, at + flen, ft.tail, 1, write, &err);
     } else if (err == FMT_OK && (crashed || r->torn) &&
                fmt2_chain_prefix(buf, avail, bs, dst, &ci) == FMT_OK) {
         /* a link or the end a crash left torn: the blocks that check are the block */
