@@ -226,7 +226,7 @@ static int bn_wl_same_buf(const char *path, const uint8_t *want, size_t len)
     return same;
 }
 
-/* The file holds ops records of len bytes, record i being bn_wl_line(i). */
+/* The file holds n records of len bytes, record i being bn_wl_line(i). */
 static int bn_wl_check_n(bn_wl *w, const char *path, size_t len, unsigned n)
 {
     size_t got = 0;
@@ -240,11 +240,6 @@ static int bn_wl_check_n(bn_wl *w, const char *path, size_t len, unsigned n)
     free(buf);
     return ok ? 0 : bn_wl_why(w, "VERIFY FAILED: %s holds %zu bytes, not the %u records "
                               "written", path, got, n);
-}
-
-static int bn_wl_check_records(bn_wl *w, const char *path, size_t len)
-{
-    return bn_wl_check_n(w, path, len, w->c.ops);
 }
 
 /* ---- SQLite: one-row transactions through the sqlite3 shell ---- */
@@ -336,15 +331,6 @@ static int bn_wl_append_lines(bn_wl *w, const char *path, unsigned from, unsigne
     return 0;
 }
 
-/* ops `>>` appends to a new file. */
-static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
-{
-    char path[BN_PATH];
-    bn_path(path, w->dir, "app.log");
-    int rc = bn_wl_append_lines(w, path, 0, w->c.ops, secs, rate);
-    return rc ? rc : bn_wl_check_records(w, path, BN_WL_LINE);
-}
-
 /* A log that already holds BN_WL_LOG_BYTES of records of len bytes (written at once, not
  * timed): its last block is about half full at 64 KiB and at 1 MiB blocks, where a log
  * spends most of its life, instead of empty as in a new file. The records it holds. */
@@ -361,18 +347,6 @@ static int bn_wl_log_fill(bn_wl *w, const char *path, unsigned len, unsigned *ha
     if (!f || fclose(f) != 0)
         return bn_wl_why(w, "write %s: %s", path, strerror(errno));
     return 0;
-}
-
-/* The same `>>` appends to a log that is not new. */
-static int bn_wl_append_log(bn_wl *w, double *secs, double *rate)
-{
-    char path[BN_PATH];
-    unsigned have;
-    bn_path(path, w->dir, "big.log");
-    int rc = bn_wl_log_fill(w, path, BN_WL_LINE, &have);
-    if (rc == 0)
-        rc = bn_wl_append_lines(w, path, have, have + w->c.ops, secs, rate);
-    return rc ? rc : bn_wl_check_n(w, path, BN_WL_LINE, have + w->c.ops);
 }
 
 /* Records [from, to) of BN_WL_REC bytes appended to path through one descriptor, each
@@ -400,25 +374,45 @@ static int bn_wl_fsync_recs(bn_wl *w, const char *path, unsigned from, unsigned 
     return 0;
 }
 
-/* One open file, ops appends of BN_WL_REC bytes, each followed by fsync. */
-static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate)
+/* How a row appends records [from, to) of len bytes to path, timed. */
+typedef int (*bn_wl_recs_fn)(bn_wl *w, const char *path, unsigned from, unsigned to,
+                             double *secs, double *rate);
+
+/* ops records of len bytes appended by run to the file name, new or (log) a log that holds
+ * BN_WL_LOG_BYTES already, then read back. */
+static int bn_wl_append_run(bn_wl *w, const char *name, unsigned len, int log, bn_wl_recs_fn run,
+                            double *secs, double *rate)
 {
     char path[BN_PATH];
-    bn_path(path, w->dir, "journal.dat");
-    int rc = bn_wl_fsync_recs(w, path, 0, w->c.ops, secs, rate);
-    return rc ? rc : bn_wl_check_records(w, path, BN_WL_REC);
+    unsigned have = 0;
+    bn_path(path, w->dir, name);
+    int rc = log ? bn_wl_log_fill(w, path, len, &have) : 0;
+    if (rc == 0)
+        rc = run(w, path, have, have + w->c.ops, secs, rate);
+    return rc ? rc : bn_wl_check_n(w, path, len, have + w->c.ops);
 }
 
-/* The same fsync'd appends to a log that is not new. */
+/* ops `>>` appends to a new file, and to a log that is not new. */
+static int bn_wl_appends(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_append_run(w, "app.log", BN_WL_LINE, 0, bn_wl_append_lines, secs, rate);
+}
+
+static int bn_wl_append_log(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_append_run(w, "big.log", BN_WL_LINE, 1, bn_wl_append_lines, secs, rate);
+}
+
+/* One open file, ops appends of BN_WL_REC bytes, each followed by fsync: a new file, and a
+ * log that is not new. */
+static int bn_wl_fsyncs(bn_wl *w, double *secs, double *rate)
+{
+    return bn_wl_append_run(w, "journal.dat", BN_WL_REC, 0, bn_wl_fsync_recs, secs, rate);
+}
+
 static int bn_wl_fsync_log(bn_wl *w, double *secs, double *rate)
 {
-    char path[BN_PATH];
-    unsigned have;
-    bn_path(path, w->dir, "synced.log");
-    int rc = bn_wl_log_fill(w, path, BN_WL_REC, &have);
-    if (rc == 0)
-        rc = bn_wl_fsync_recs(w, path, have, have + w->c.ops, secs, rate);
-    return rc ? rc : bn_wl_check_n(w, path, BN_WL_REC, have + w->c.ops);
+    return bn_wl_append_run(w, "synced.log", BN_WL_REC, 1, bn_wl_fsync_recs, secs, rate);
 }
 
 /* ---- fio: 4 KiB random writes ---- */
