@@ -63,10 +63,10 @@ static int ff_chain_block_able(const ff_file *f)
 static int ff_chain_primed(ff_file *f, uint64_t i, uint32_t old_len)
 {
     uint32_t in_len;
-    if (f->tail && f->tail_block == i && eng_tail_input(f->tail, &in_len) && in_len == old_len)
-        return 1;
-    if (!f->tail && !ff_tail_wanted(f, i))
+    if (!ff_tail_wanted(f, i))         /* keeps f's compressor, or finds it one */
         return 0;
+    if (f->tail_block == i && eng_tail_input(f->tail, &in_len) && in_len == old_len)
+        return 1;
     eng_tail_out o;
     f->tail_block = UINT64_MAX;
     eng_tail_reset(f->tail);

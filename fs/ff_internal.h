@@ -133,7 +133,7 @@ typedef struct {
         repairs, corrupt_blocks, fd_closes, fd_reopens, tail_blocks, tail_bytes_kept,
         readahead_blocks, pair_commits, blocks_ahead, writes_landed, page_records,
         record_commits, records_folded, records_folded_early, chain_links,
-        chain_primed;
+        chain_primed, tail_taken;
 } ff_counters;
 
 typedef struct ff_ahead_s ff_ahead;
@@ -151,6 +151,10 @@ struct ff_env_s {
                                           compressed outputs in flight */
     _Atomic uint64_t tail_mem;         /* reserved by the files' tail compressors (ff_tail.c),
                                           at most an eighth of mem_mb */
+    pthread_mutex_t tail_lock;         /* the list below and every file's tail_lru, and a
+                                          file's tail while another file takes it */
+    lru_list tails;                    /* files holding a tail compressor, most recently
+                                          used first (ff_tail.c) */
     ff_counters n;
     ff_reopen_fn reopen;               /* gives a parked file its descriptor back */
     void *reopen_ctx;
@@ -215,7 +219,9 @@ struct ff_file_s {
     int deferred_err;                  /* a streaming commit failed; the next full commit
                                           (close, fsync) retries and reports it */
     eng_tail *tail;                    /* compresses the last block as it grows (ff_tail.c);
-                                          NULL until a full commit of version 2 needs it */
+                                          NULL until a full commit of version 2 needs it;
+                                          set and cleared with env->tail_lock too */
+    lru_node tail_lru;                 /* on env->tails while tail is set */
     ff_rec *rec;                       /* version 3 and 4: per block, cap entries; NULL
                                           until a block changes in place (ff_rec.c) */
     int rec_flag;                      /* the marker says slots may hold records */

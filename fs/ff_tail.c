@@ -7,7 +7,17 @@
  * compresses and hashes those bytes, and a writer that reopens the file loads the block from
  * memory instead of decoding it. It is used only for a block that was committed before (a
  * file's first commit goes to the engine like any other block), and only within an eighth
- * of mem_mb over all files. */
+ * of mem_mb over all files.
+ *
+ * That eighth holds about ten compressors at 1 MiB blocks (two at 4 MiB), fewer than the
+ * files the daemon keeps after their close. A file that needs one when none is left takes
+ * the least recently used file's, if that file is not in use: a server's logs appended in
+ * turn would otherwise write all but the first ten's lines as whole blocks. The file that
+ * lost its compressor compresses its block as loaded again at its next append (ff_chain.c),
+ * which writing it whole costs anyway.
+ *
+ * Lock order: f->lock, then env->tail_lock. Another file's compressor is taken with its
+ * lock taken by trylock while env->tail_lock is held, so that nothing waits. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,28 +25,87 @@
 #include "ff_internal.h"
 #include "fmt2.h"
 
+#define FF_TAIL_TAKE_TRIES 16u         /* files in use looked past per take: bounds its work */
+
 static uint64_t ff_tail_budget(const ff_env *env)
 {
     return env->opt.mem_bytes / 8;
+}
+
+/* Called with env->tail_lock held and f's lock (or its last reference) held. */
+static void ff_tail_drop_locked(ff_file *f)
+{
+    lru_unlink(&f->env->tails, &f->tail_lru);
+    eng_tail_free(f->tail);
+    f->tail = NULL;
+    f->tail_block = UINT64_MAX;
+    atomic_fetch_sub(&f->env->tail_mem, eng_tail_footprint(f->bs));
+}
+
+/* Frees the compressor of the least recently used file that has one and is not in use,
+ * never self's. Returns 1 when one was freed. */
+static int ff_tail_take(ff_env *env, const ff_file *self)
+{
+    int took = 0;
+    unsigned tries = 0;
+    pthread_mutex_lock(&env->tail_lock);
+    for (lru_node *at = env->tails.tail; at && !took && tries < FF_TAIL_TAKE_TRIES;
+         at = at->prev, tries++) {
+        ff_file *v = LRU_ENTRY(at, ff_file, tail_lru);
+        if (v == self || pthread_mutex_trylock(&v->lock) != 0)
+            continue;
+        ff_tail_drop_locked(v);
+        pthread_mutex_unlock(&v->lock);
+        env->n.tail_taken++;
+        took = 1;
+    }
+    pthread_mutex_unlock(&env->tail_lock);
+    return took;
+}
+
+/* Reserves a compressor's memory within the budget, taking another file's if need be. */
+static int ff_tail_reserve(ff_file *f, uint64_t need)
+{
+    ff_env *env = f->env;
+    for (;;) {
+        if (atomic_fetch_add(&env->tail_mem, need) + need <= ff_tail_budget(env))
+            return 1;
+        atomic_fetch_sub(&env->tail_mem, need);
+        if (need > ff_tail_budget(env) || !ff_tail_take(env, f))
+            return 0;
+    }
+}
+
+static void ff_tail_used(ff_file *f)
+{
+    pthread_mutex_lock(&f->env->tail_lock);
+    lru_touch(&f->env->tails, &f->tail_lru);
+    pthread_mutex_unlock(&f->env->tail_lock);
 }
 
 int ff_tail_wanted(ff_file *f, uint64_t i)
 {
     if (f->version < FMT_VERSION_2 || i + 1 != f->n_blocks || f->blk[i].state != FF_DIRTY)
         return 0;
-    if (f->tail)
+    if (f->tail) {
+        ff_tail_used(f);
         return 1;
+    }
     if (i >= f->n_stored)
         return 0;                      /* a new block: nothing yet to carry over */
     uint64_t need = eng_tail_footprint(f->bs);
-    if (atomic_fetch_add(&f->env->tail_mem, need) + need > ff_tail_budget(f->env)) {
+    if (!ff_tail_reserve(f, need))
+        return 0;
+    eng_tail *t = eng_tail_new(f->bs, FMT2_FRAME_LEAD, FMT2_FRAME_TRAIL);
+    if (!t) {
         atomic_fetch_sub(&f->env->tail_mem, need);
         return 0;
     }
-    f->tail = eng_tail_new(f->bs, FMT2_FRAME_LEAD, FMT2_FRAME_TRAIL);
-    if (!f->tail)
-        atomic_fetch_sub(&f->env->tail_mem, need);
-    return f->tail != NULL;
+    pthread_mutex_lock(&f->env->tail_lock);
+    f->tail = t;
+    lru_push(&f->env->tails, &f->tail_lru);
+    pthread_mutex_unlock(&f->env->tail_lock);
+    return 1;
 }
 
 int ff_tail_frame(ff_file *f, const uint8_t *raw, uint32_t len, uint8_t *out,
@@ -71,14 +140,14 @@ int ff_tail_load(ff_file *f, uint64_t i, uint8_t *dst, uint64_t n)
     return 1;
 }
 
+/* Under env->tail_lock even for a file nobody else uses: another file taking its
+ * compressor may hold its lock until then. */
 void ff_tail_free(ff_file *f)
 {
-    if (!f->tail)
-        return;
-    eng_tail_free(f->tail);
-    f->tail = NULL;
-    f->tail_block = UINT64_MAX;
-    atomic_fetch_sub(&f->env->tail_mem, eng_tail_footprint(f->bs));
+    pthread_mutex_lock(&f->env->tail_lock);
+    if (f->tail)
+        ff_tail_drop_locked(f);
+    pthread_mutex_unlock(&f->env->tail_lock);
 }
 
 void ff_tail_touch(ff_file *f, uint64_t i, uint64_t lo)

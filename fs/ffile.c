@@ -23,6 +23,7 @@ ff_env *ff_env_new(eng_ctx *eng, const sb_super *sb, const ff_options *opt, lg_l
         return NULL;
     env->eng = eng, env->log = log, env->opt = *opt, env->sb = *sb;
     pthread_mutex_init(&env->fd_lock, NULL);
+    pthread_mutex_init(&env->tail_lock, NULL);
     uint64_t slots = opt->mem_bytes / 2 / sb->block_size;
     env->cache = bc_new(sb->block_size, (uint32_t)(slots < 2 ? 2 : slots > 4096 ? 4096 : slots));
     env->zeros = calloc(1, FF_MAX_BLOCK);
@@ -45,6 +46,7 @@ void ff_env_free(ff_env *env)
     bc_free(env->cache);
     free(env->zeros);
     pthread_mutex_destroy(&env->fd_lock);
+    pthread_mutex_destroy(&env->tail_lock);
     free(env);
 }
 
@@ -65,6 +67,7 @@ void ff_env_stats(ff_env *env, ff_stats *o)
     o->records_folded_early = env->n.records_folded_early;
     o->chain_links = env->n.chain_links;
     o->chain_primed = env->n.chain_primed;
+    o->tail_taken = env->n.tail_taken;
     o->record_commits = env->n.record_commits;
 }
 

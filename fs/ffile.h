@@ -185,6 +185,8 @@ typedef struct {
                                           its chained frame (version 5) */
     uint64_t chain_primed;             /* of those, links whose block the tail compressor
                                           compressed first (a writer's first after an open) */
+    uint64_t tail_taken;               /* tail compressors a file took from the least
+                                          recently used one, their memory being spent */
 } ff_stats;
 void ff_env_stats(ff_env *env, ff_stats *out);
 

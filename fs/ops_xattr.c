@@ -133,6 +133,7 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"records_folded", fst.records_folded},
         {"records_folded_early", fst.records_folded_early},
         {"chain_links", fst.chain_links}, {"chain_primed", fst.chain_primed},
+        {"tail_taken", fst.tail_taken},
         {"dir_streams", atomic_load(&fs->dirs.held)},
         {"dir_reopens", atomic_load(&fs->dirs.reopens)},
         {"direct_opens", atomic_load(&fs->direct_opens)},

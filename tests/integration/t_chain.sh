@@ -225,19 +225,20 @@ os.write(fd, open(sys.argv[2], "rb").read()); os.fsync(fd); os.close(fd)' "$MNT/
 # More logs than the daemon keeps the state of (16), a line to each in turn: each line's
 # writer opened its log again with nothing kept, and the tail compressor compresses the
 # block as loaded first (chain_primed), so the line is a link all the same (the build
-# before wrote every one of these blocks whole). mem_mb=1024: the tail compressors of 24
-# logs at 1 MiB blocks fit the eighth of it they may take.
+# before wrote every one of these blocks whole). The default mem_mb: its eighth holds the
+# tail compressors of about ten logs at 1 MiB blocks, so a writer takes the least recently
+# used log's (tail_taken; before that, the lines of all but ten logs were written whole).
 many_logs() {
     BLOCK_SIZE=1M
     BACKING="$WS/store-many"
     MNT="$WS/mnt-many"
-    local l0 p0 r k
-    check "mount (many logs)" mount_store mem_mb=1024
+    local l0 p0 t0 r k
+    check "mount (many logs)" mount_store
     mkdir -p "$WS/plain-many"
     for ((k = 0; k < 24; k++)); do
         seq 1 3000 | sed "s/^/log $k line /" | tee "$WS/plain-many/$k.log" >"$MNT/$k.log"
     done
-    l0=$(counter chain_links); p0=$(counter chain_primed)
+    l0=$(counter chain_links); p0=$(counter chain_primed); t0=$(counter tail_taken)
     for ((r = 0; r < 10; r++)); do
         for ((k = 0; k < 24; k++)); do
             echo "round $r to log $k" | tee -a "$WS/plain-many/$k.log" >>"$MNT/$k.log"
@@ -247,6 +248,8 @@ many_logs() {
         test $(($(counter chain_links) - l0)) -ge 235
     check "after the block was compressed as loaded ($(($(counter chain_primed) - p0)))" \
         test $(($(counter chain_primed) - p0)) -ge 200
+    check "with compressors taken from logs not in use ($(($(counter tail_taken) - t0)))" \
+        test $(($(counter tail_taken) - t0)) -ge 100
     check "the 24 logs read back" diff -r "$WS/plain-many" "$MNT"
     check "unmount (many logs)" umount_store
     check "fsck after the many logs" "$FSCK" -n "$BACKING"

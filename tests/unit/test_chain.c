@@ -4,7 +4,10 @@
  * its end and footer lost, the header written alone, the first link behind a header that
  * still says FLG 0x7C, the footer gone) opens through fmt2_recover as the blocks that check,
  * with the frame's header, end and footer written again, or the same in memory when not
- * writing; and the same states of a link in a file that ends with a footer pair. */
+ * writing; and the same states of a link in a file that ends with a footer pair. Through
+ * the per-file state (fs/ff_chain.c, fs/ff_tail.c): with the tail compressors' memory spent,
+ * a file that appends takes the least recently used idle file's compressor and links, and
+ * leaves a file in use (its lock taken) alone. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ff_internal.h"
 #include "fixture.h"
 #include "fmt2.h"
 
@@ -425,6 +429,76 @@ static void test_chain_pair_pad_torn(void **state)
     chain_free(&c);
 }
 
+/* Two open files that were appended to, a tail compressor's memory for one: each append
+ * is a link (ff_chain.c); the second file's takes the first's compressor, and with the
+ * second in use (its lock held), the first's next append gets none and writes its block
+ * whole. All read back. */
+static void tail_file(fixture *fx, const char *path, const uint8_t *data, size_t n)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ff_file *f;
+    assert_int_equal(ff_create(fx->env, fd, "t", &f), 0);
+    assert_int_equal(ff_write(f, data, n, 0), 0);
+    assert_int_equal(ff_release(f), 0);
+}
+
+static ff_file *tail_append(fixture *fx, ff_file *f, const char *path, const uint8_t *line,
+                            size_t n, size_t at)
+{
+    if (!f)
+        assert_int_equal(ff_open(fx->env, open(path, O_RDWR), "t", &f), 0);
+    assert_int_equal(ff_write(f, line, n, (off_t)at), 0);
+    assert_int_equal(ff_flush(f, 0), 0);
+    return f;
+}
+
+static void test_tail_taken(void **state)
+{
+    (void)state;
+    fixture *fx = fx_new(BS, "test_tail");
+    /* room for one compressor: an env of its own with an eighth of mem_mb that small */
+    ff_env_free(fx->env);
+    sb_super sb;
+    assert_int_equal(sb_init(&sb, BS), SB_OK);
+    ff_options opt = {.mem_bytes = 8 * eng_tail_footprint(BS) + 8};
+    fx->env = ff_env_new(fx->eng, &sb, &opt, NULL);
+    assert_non_null(fx->env);
+    char path2[sizeof(fx->path)] = "/tmp/test_tail_b.XXXXXX";
+    close(mkstemp(path2));
+    size_t n = BS + BS / 2, line = 40;
+    uint8_t *data = fx_make_data(n + 4 * line, 0, 5, "GET /index.html 200 ms host ", 3);
+    tail_file(fx, fx->path, data, n);
+    tail_file(fx, path2, data, n);
+    ff_stats s0, s1, s2;
+    ff_env_stats(fx->env, &s0);
+    ff_file *a = tail_append(fx, NULL, fx->path, data + n, line, n);
+    ff_file *b = tail_append(fx, NULL, path2, data + n, line, n);
+    ff_env_stats(fx->env, &s1);
+    assert_int_equal(s1.chain_links - s0.chain_links, 2);
+    assert_int_equal(s1.tail_taken - s0.tail_taken, 1);   /* b took a's */
+    assert_null(a->tail);
+    assert_non_null(b->tail);
+    pthread_mutex_lock(&b->lock);                          /* b in use: not taken */
+    tail_append(fx, a, fx->path, data + n + line, line, n + line);
+    pthread_mutex_unlock(&b->lock);
+    ff_env_stats(fx->env, &s2);
+    assert_int_equal(s2.tail_taken, s1.tail_taken);
+    assert_int_equal(s2.chain_links, s1.chain_links);      /* a's block written whole */
+    assert_null(a->tail);
+    assert_int_equal(ff_release(a), 0);
+    assert_int_equal(ff_release(b), 0);
+    fx_check_read(fx, O_RDONLY, data, n + 2 * line);
+    fx_check_lz4f(fx, data, n + 2 * line);
+    char keep[64];
+    memcpy(keep, fx->path, sizeof(keep));
+    memcpy(fx->path, path2, sizeof(fx->path));
+    fx_check_read(fx, O_RDONLY, data, n + line);
+    unlink(path2);
+    memcpy(fx->path, keep, sizeof(fx->path));
+    free(data);
+    fx_free(fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_chain_walk),
         cmocka_unit_test(test_chain_pair_link),
         cmocka_unit_test(test_chain_pair_pad_torn),
+        cmocka_unit_test(test_tail_taken),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
