@@ -225,15 +225,16 @@ os.write(fd, open(sys.argv[2], "rb").read()); os.fsync(fd); os.close(fd)' "$MNT/
 # More logs than the daemon keeps the state of (16), a line to each in turn: each line's
 # writer opened its log again with nothing kept, and the tail compressor compresses the
 # block as loaded first (chain_primed), so the line is a link all the same (the build
-# before wrote every one of these blocks whole). The default mem_mb: its eighth holds the
-# tail compressors of about ten logs at 1 MiB blocks, so a writer takes the least recently
-# used log's (tail_taken; before that, the lines of all but ten logs were written whole).
+# before wrote every one of these blocks whole). mem_mb=256, the default up to 4 cores: its
+# eighth holds the tail compressors of about ten logs at 1 MiB blocks, so a writer takes the
+# least recently used log's (tail_taken; before that, the lines of all but ten logs were
+# written whole).
 many_logs() {
     BLOCK_SIZE=1M
     BACKING="$WS/store-many"
     MNT="$WS/mnt-many"
     local l0 p0 t0 r k
-    check "mount (many logs)" mount_store
+    check "mount (many logs)" mount_store mem_mb=256
     mkdir -p "$WS/plain-many"
     for ((k = 0; k < 24; k++)); do
         seq 1 3000 | sed "s/^/log $k line /" | tee "$WS/plain-many/$k.log" >"$MNT/$k.log"
