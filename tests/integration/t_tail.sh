@@ -5,7 +5,8 @@
 # tail_blocks and tail_bytes_kept), and kill -9 after the appends keeps every line. A kept
 # file is still committed by a truncate made without a handle, gives its space back as soon
 # as it is removed or renamed over, and no more than 16 files stay kept, so descriptors stay
-# bounded. Runs at 64K and 1M blocks; then on a budget too small for a tail compressor.
+# bounded. Runs at 64K and 1M blocks; then on a budget too small for a tail compressor, and
+# with four writers appending to 32 logs in turn on a budget for about nine compressors.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -139,7 +140,39 @@ budget() {
     check "lz4 -d of the log (budget)" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
 }
 
+# Four writers at once, each appending a line to each of its 8 logs in turn (32 logs, more
+# than the 16 the daemon keeps), at 64K blocks with mem_mb=16: an eighth of it holds about
+# nine tail compressors, so writers take them from logs not in use, while other writers
+# take and use theirs (ff_tail_take; the TSan build runs this too).
+writers() {
+    BLOCK_SIZE=64K
+    BACKING="$WS/store-writers"
+    MNT="$WS/mnt-writers"
+    local w k r
+    check "mount (writers)" mount_store mem_mb=16
+    mkdir -p "$WS/plain-writers"
+    for ((k = 0; k < 32; k++)); do
+        seq 1 1500 | sed "s/^/log $k line /" | tee "$WS/plain-writers/$k.log" >"$MNT/$k.log"
+    done
+    for ((w = 0; w < 4; w++)); do
+        (for ((r = 0; r < 6; r++)); do
+            for ((k = w * 8; k < w * 8 + 8; k++)); do
+                echo "round $r to log $k" | tee -a "$WS/plain-writers/$k.log" >>"$MNT/$k.log"
+            done
+        done) &
+    done
+    wait
+    check "compressors were taken from logs not in use ($(counter tail_taken))" \
+        test "$(counter tail_taken)" -gt 0
+    check "the 32 logs read back" diff -r "$WS/plain-writers" "$MNT"
+    check "unmount (writers)" umount_store
+    check "fsck after the writers" "$FSCK" -n "$BACKING"
+    check "lz4 -d of a log (writers)" \
+        bash -c "lz4 -d -c '$BACKING/17.log' | cmp - '$WS/plain-writers/17.log'"
+}
+
 run_size 64K
 run_size 1M
 budget
+writers
 finish
