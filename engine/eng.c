@@ -793,7 +793,9 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->sets_written_off = eng->n.sets_written_off, o->sets_recovered = eng->n.sets_recovered;
     o->card_idle_us = eng_idle_ns(eng, eng_now_ns()) / 1000;
     o->host_parked = eng->parked.n;
+    o->card_ps_per_byte = eng->card_ps_per_byte, o->card_best_ps = eng->card_best_ps;
     pthread_mutex_unlock(&eng->lock);
+    o->sw_ps_per_byte = eng->sw ? eng_sw_ps_per_byte(eng->sw) : 0;
 }
 
 /* ---- memory a card reads where it lies ---- */

@@ -107,6 +107,10 @@ typedef struct {
                                           (the pool compared sums instead of decoding) */
     uint64_t host_parked;              /* now: buffers of eng_host_free held back while a
                                           written-off run may still read them */
+    uint64_t card_ps_per_byte;         /* now: what the scheduler takes the card's rate to
+                                          be, picoseconds per input byte (0: not measured) */
+    uint64_t card_best_ps;             /* its best run of late, the same unit */
+    uint64_t sw_ps_per_byte;           /* one pool thread's rate, the same unit */
 } eng_stats;
 
 /* Run by eng_submit_then's ticket once its last job is done, on the thread that finished it
