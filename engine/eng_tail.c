@@ -27,6 +27,8 @@ struct eng_tail_s {
                                           stream refers to it as the next input's prefix */
     uint32_t raw_len;                  /* 0: nothing yet (or a failure: start over) */
     uint32_t fresh_len;                /* raw_len at the last compression from scratch */
+    int comp_ok;                       /* comp is the block of raw[0, raw_len); 0 after
+                                          eng_tail_adopt, until a fresh compression */
     uint8_t *comp_mem;                 /* lead bytes of room, then comp */
     uint8_t *comp;                     /* the block of raw[0, raw_len), trail bytes of room
                                           past its end (comp_cap counts neither room) */
@@ -191,13 +193,30 @@ static int et_fresh(eng_tail *t, const uint8_t *src, uint32_t len)
     XXH32_update(t->raw_st, t->raw, len);
     XXH32_reset(t->comp_st, 0);
     t->raw_len = t->fresh_len = len;
+    t->comp_ok = 1;
     return et_mark_last(t, 0);
+}
+
+/* The added bytes' own linked block alone, for an input adopted without its block. */
+static int et_grow_piece(eng_tail *t, const uint8_t *added, uint32_t add)
+{
+    memcpy(t->raw + t->raw_len, added, add);
+    int n = LZ4_compress_fast_continue(t->lz, (const char *)t->raw + t->raw_len,
+                                       (char *)t->scratch, (int)add, (int)t->scratch_cap, 1);
+    if (n <= 0)
+        return -1;
+    t->scratch_len = (uint32_t)n;
+    XXH32_update(t->raw_st, t->raw + t->raw_len, add);
+    t->raw_len += add;
+    return 0;
 }
 
 /* Appends src[raw_len, len): its linked block, whose first sequence takes the old last
  * literals in front of its own. */
 static int et_grow(eng_tail *t, const uint8_t *added, uint32_t add)
 {
+    if (!t->comp_ok)
+        return et_grow_piece(t, added, add);
     uint32_t len = t->raw_len + add;
     memcpy(t->raw + t->raw_len, added, add);
     int n = LZ4_compress_fast_continue(t->lz, (const char *)t->raw + t->raw_len,
@@ -231,11 +250,14 @@ static int et_out(eng_tail *t, int rc, uint32_t reused, eng_tail_out *out)
         t->raw_len = 0;
         return -EIO;
     }
-    XXH32_state_t st;
-    XXH32_copyState(&st, t->comp_st);
-    XXH32_update(&st, t->comp + t->last_seq, t->comp_len - t->last_seq);
-    *out = (eng_tail_out){t->comp, t->comp_len, XXH32_digest(&st), XXH32_digest(t->raw_st),
-                          reused, t->scratch_len ? t->scratch : NULL, t->scratch_len};
+    *out = (eng_tail_out){NULL, 0, 0, XXH32_digest(t->raw_st), reused,
+                          t->scratch_len ? t->scratch : NULL, t->scratch_len};
+    if (t->comp_ok) {
+        XXH32_state_t st;
+        XXH32_copyState(&st, t->comp_st);
+        XXH32_update(&st, t->comp + t->last_seq, t->comp_len - t->last_seq);
+        out->comp = t->comp, out->comp_len = t->comp_len, out->comp_sum = XXH32_digest(&st);
+    }
     return 0;
 }
 
@@ -246,7 +268,8 @@ int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_ou
     uint32_t reused = 0;
     int rc = 0;
     t->scratch_len = 0;
-    int cont = t->raw_len && t->raw_len <= len && memcmp(src, t->raw, t->raw_len) == 0;
+    int cont = t->raw_len && t->comp_ok && t->raw_len <= len &&
+               memcmp(src, t->raw, t->raw_len) == 0;
     uint32_t grown = len - t->fresh_len;
     int refresh = len == t->cap || grown >= (t->fresh_len > ET_REFRESH ? t->fresh_len : ET_REFRESH);
     if (cont && len == t->raw_len)
@@ -256,6 +279,22 @@ int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_ou
     else
         rc = et_fresh(t, src, len);
     return et_out(t, rc, reused, out);
+}
+
+int eng_tail_adopt(eng_tail *t, const uint8_t *src, uint32_t len)
+{
+    if (len == 0 || len > t->cap)
+        return -EINVAL;
+    uint32_t dict = len < (64u << 10) ? len : 64u << 10;
+    memcpy(t->raw, src, len);
+    LZ4_resetStream_fast(t->lz);
+    LZ4_loadDict(t->lz, (const char *)t->raw + len - dict, (int)dict);
+    XXH32_reset(t->raw_st, 0);
+    XXH32_update(t->raw_st, t->raw, len);
+    t->raw_len = t->fresh_len = len;
+    t->comp_ok = 0;
+    t->scratch_len = 0;
+    return 0;
 }
 
 int eng_tail_extend(eng_tail *t, const uint8_t *added, uint32_t n, eng_tail_out *out)

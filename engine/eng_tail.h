@@ -23,7 +23,8 @@ typedef struct eng_tail_s eng_tail;
 typedef struct {
     uint8_t *comp;                     /* one raw LZ4 block of the whole input (valid until
                                           the next call or eng_tail_free), with the room
-                                          asked at eng_tail_new before and after it */
+                                          asked at eng_tail_new before and after it; NULL
+                                          after eng_tail_adopt until eng_tail_compress */
     uint32_t comp_len;                 /* its length; >= the input length: store raw */
     uint32_t comp_sum;                 /* XXH32 (seed 0) of comp[0, comp_len) */
     uint32_t raw_sum;                  /* XXH32 (seed 0) of the input */
@@ -54,6 +55,15 @@ size_t eng_tail_footprint(uint32_t cap);
  * len = cap: the block then stays close to one compression's size. Returns 0, or -EINVAL
  * (len out of range) or -EIO (liblz4 failed; the state starts over at the next call). */
 int eng_tail_compress(eng_tail *t, const uint8_t *src, uint32_t len, eng_tail_out *out);
+
+/* Takes src[0, len) as the input without compressing it: the bytes are kept and hashed,
+ * and their last 64 KiB (all that LZ4's matches reach back) become what the next
+ * eng_tail_extend compresses against. For a caller that only appends links to a block
+ * already stored (a log reopened after its compressor was let go): compressing the block
+ * whole would cost about ten times as much. The block of the whole input is then unknown:
+ * eng_tail_extend gives no out->comp (NULL, comp_len 0), and eng_tail_compress compresses
+ * from scratch. -EINVAL when len is out of range. */
+int eng_tail_adopt(eng_tail *t, const uint8_t *src, uint32_t len);
 
 /* Appends added[0, n) to the input and compresses only them, as eng_tail_compress does when
  * its input grew (out->piece is set), without comparing the input: for a caller that knows

@@ -57,9 +57,10 @@ static int ff_chain_block_able(const ff_file *f)
 
 /* The tail compressor holds the block's committed bytes, as the link compresses the added
  * ones with them. A writer that opened the file again (its state not kept, or the
- * compressor's memory given to other files) has only the block as loaded, unchanged below
- * its committed length: compressing those bytes once, which writing the block whole would
- * cost anyway, lets the append be a link all the same. 0: no compressor to be had. */
+ * compressor's memory given to another file) has only the block as loaded, unchanged below
+ * its committed length: the compressor adopts those bytes (kept, hashed, their last 64 KiB
+ * made the dictionary; a tenth of compressing them), and the append is a link all the same.
+ * 0: no compressor to be had. */
 static int ff_chain_primed(ff_file *f, uint64_t i, uint32_t old_len)
 {
     uint32_t in_len;
@@ -67,10 +68,8 @@ static int ff_chain_primed(ff_file *f, uint64_t i, uint32_t old_len)
         return 0;
     if (f->tail_block == i && eng_tail_input(f->tail, &in_len) && in_len == old_len)
         return 1;
-    eng_tail_out o;
     f->tail_block = UINT64_MAX;
-    eng_tail_reset(f->tail);
-    if (eng_tail_compress(f->tail, f->blk[i].buf, old_len, &o) < 0)
+    if (eng_tail_adopt(f->tail, f->blk[i].buf, old_len) < 0)
         return 0;
     f->tail_block = i;
     f->env->n.chain_primed++;

@@ -1,7 +1,10 @@
 /* Unit tests of eng_tail, the incremental compressor of a growing block: after every
  * append the block decodes with the stock LZ4 decoder to exactly the input, both checksums
  * are those of the bytes, only the added bytes are compressed, the ratio stays close to a
- * one-shot compression, and an input that is not a continuation starts over. */
+ * one-shot compression, and an input that is not a continuation starts over. An adopted
+ * input (eng_tail_adopt: not compressed) takes extensions whose pieces decode with it as
+ * their dictionary and compress as well as after a compression of it, gives no block until
+ * a compression from scratch, and then the right one. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -218,11 +221,71 @@ static void test_extend(void **state)
     free(src);
 }
 
+/* The same extensions after the input was compressed and after it was adopted: the pieces
+ * decode, the sums are those of the bytes, the pieces are as small (the adopted input's
+ * last 64 KiB are their dictionary), and no block is claimed until one is made. */
+static uint64_t extend_all(eng_tail *t, const uint8_t *src, uint32_t len, uint32_t cap,
+                           uint32_t *first)
+{
+    eng_tail_out out;
+    uint64_t s = 11, pieces = 0;
+    *first = 0;
+    while (len < cap - 200) {
+        uint32_t step = 20 + rng_next(&s) % 180;
+        assert_int_equal(eng_tail_extend(t, src + len, step, &out), 0);
+        check_piece(&out, src, len, len + step);
+        len += step;
+        assert_int_equal(out.raw_sum, XXH32(src, len, 0));
+        if (out.comp)
+            check_block(&out, src, len);
+        pieces += out.piece_len;
+        *first = *first ? *first : out.piece_len;
+    }
+    return pieces;
+}
+
+static void test_adopt(void **state)
+{
+    (void)state;
+    const uint32_t cap = 512u << 10, start = 300u << 10;
+    uint8_t *src = malloc(cap);
+    fill_text(src, cap, 4);
+    eng_tail *a = eng_tail_new(cap, 0, 0), *b = eng_tail_new(cap, 0, 0);
+    assert_non_null(a);
+    assert_non_null(b);
+    eng_tail_out out;
+    assert_int_equal(eng_tail_adopt(b, src, 0), -EINVAL);
+    assert_int_equal(eng_tail_adopt(b, src, cap + 1), -EINVAL);
+    assert_int_equal(eng_tail_compress(a, src, start, &out), 0);
+    assert_int_equal(eng_tail_adopt(b, src, start), 0);
+    uint32_t in_len;
+    assert_ptr_not_equal(eng_tail_input(b, &in_len), NULL);
+    assert_int_equal(in_len, start);
+    uint32_t fa, fb;
+    uint64_t pa = extend_all(a, src, start, cap, &fa), pb = extend_all(b, src, start, cap, &fb);
+    assert_true(pb <= pa + pa / 50);
+    assert_true(fb <= fa + 8);                             /* matches into the input */
+    assert_int_equal(eng_tail_extend(b, src + cap - 200, 10, &out), 0);
+    assert_null(out.comp);                                 /* adopted: no block yet */
+    assert_int_equal(out.comp_len, 0);
+    eng_tail_input(b, &in_len);
+    uint8_t *now = malloc(in_len);
+    memcpy(now, eng_tail_input(b, &in_len), in_len);
+    assert_int_equal(eng_tail_compress(b, now, in_len, &out), 0);  /* made from scratch */
+    assert_int_equal(out.reused, 0);
+    check_block(&out, now, in_len);
+    eng_tail_free(a);
+    eng_tail_free(b);
+    free(now);
+    free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_lines),
         cmocka_unit_test(test_extend),
+        cmocka_unit_test(test_adopt),
         cmocka_unit_test(test_room_around_block),
         cmocka_unit_test(test_mixed_steps),
         cmocka_unit_test(test_incompressible),
