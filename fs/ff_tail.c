@@ -13,8 +13,8 @@
  * files the daemon keeps after their close. A file that needs one when none is left takes
  * the least recently used file's, if that file is not in use: a server's logs appended in
  * turn would otherwise write all but the first ten's lines as whole blocks. The file that
- * lost its compressor compresses its block as loaded again at its next append (ff_chain.c),
- * which writing it whole costs anyway.
+ * lost its compressor has its block adopted again at its next append (ff_chain.c), for a
+ * tenth of what compressing it, and writing it whole, costs.
  *
  * Lock order: f->lock, then env->tail_lock. Another file's compressor is taken with its
  * lock taken by trylock while env->tail_lock is held, so that nothing waits. */

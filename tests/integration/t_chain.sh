@@ -223,8 +223,8 @@ os.write(fd, open(sys.argv[2], "rb").read()); os.fsync(fd); os.close(fd)' "$MNT/
 }
 
 # More logs than the daemon keeps the state of (16), a line to each in turn: each line's
-# writer opened its log again with nothing kept, and the tail compressor compresses the
-# block as loaded first (chain_primed), so the line is a link all the same (the build
+# writer opened its log again with nothing kept, and the tail compressor takes the block
+# as loaded first (chain_primed), so the line is a link all the same (the build
 # before wrote every one of these blocks whole). mem_mb=256, the default up to 4 cores: its
 # eighth holds the tail compressors of about ten logs at 1 MiB blocks, so a writer takes the
 # least recently used log's (tail_taken; before that, the lines of all but ten logs were
@@ -247,7 +247,7 @@ many_logs() {
     done
     check "240 lines to 24 logs in turn were links ($(($(counter chain_links) - l0)))" \
         test $(($(counter chain_links) - l0)) -ge 235
-    check "after the block was compressed as loaded ($(($(counter chain_primed) - p0)))" \
+    check "after the block was taken as loaded ($(($(counter chain_primed) - p0)))" \
         test $(($(counter chain_primed) - p0)) -ge 200
     check "with compressors taken from logs not in use ($(($(counter tail_taken) - t0)))" \
         test $(($(counter tail_taken) - t0)) -ge 100
