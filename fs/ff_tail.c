@@ -26,6 +26,7 @@
 #include "fmt2.h"
 
 #define FF_TAIL_TAKE_TRIES 16u         /* files in use looked past per take: bounds its work */
+#define FF_TAIL_RESERVE_TRIES 4u       /* takes per reservation */
 
 static uint64_t ff_tail_budget(const ff_env *env)
 {
@@ -63,17 +64,19 @@ static int ff_tail_take(ff_env *env, const ff_file *self)
     return took;
 }
 
-/* Reserves a compressor's memory within the budget, taking another file's if need be. */
+/* Reserves a compressor's memory within the budget, taking another file's if need be (a
+ * few times at most: writers at once may each take the memory another freed). */
 static int ff_tail_reserve(ff_file *f, uint64_t need)
 {
     ff_env *env = f->env;
-    for (;;) {
+    for (unsigned k = 0; k < FF_TAIL_RESERVE_TRIES; k++) {
         if (atomic_fetch_add(&env->tail_mem, need) + need <= ff_tail_budget(env))
             return 1;
         atomic_fetch_sub(&env->tail_mem, need);
         if (need > ff_tail_budget(env) || !ff_tail_take(env, f))
             return 0;
     }
+    return 0;
 }
 
 static void ff_tail_used(ff_file *f)
