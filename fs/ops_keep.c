@@ -14,7 +14,10 @@
  *   cost a descriptor, its footer, and the decoding of the block it goes on writing (the
  *   tail compressor, ff_tail.c, lives in the state too). At most OP_WARM_MAX files, least
  *   recently closed first out; their descriptors are bounded with every other open file's
- *   (ff_fds.c). Nothing of theirs is unstored, so dropping one loses nothing.
+ *   (ff_fds.c). Nothing of theirs is unstored, so dropping one loses nothing. 64, not the
+ *   16 of a first build: a server's two dozen logs appended in turn each had their state
+ *   let go before their next line, which then decoded its block again (24 logs of 1.9 MB:
+ *   1,100-1,200 lines a second, 2,300-2,400 with 64; docs/BENCHMARKS.md).
  *
  * A kept state holds a pin on its inode (the retention's pin), given back when it ends. A
  * warm state is never open: an open takes it over (op_unwarm) under the inode's lock, so
@@ -26,7 +29,7 @@
 #include <sys/stat.h>
 
 #define OP_RETAIN_MAX 64
-#define OP_WARM_MAX 16
+#define OP_WARM_MAX 64
 
 /* No name reaches the backing file any more (unlinked, or renamed over): once its last
  * handle is gone nothing can read it, so it is not worth a commit, least of all on a full

@@ -222,36 +222,36 @@ os.write(fd, open(sys.argv[2], "rb").read()); os.fsync(fd); os.close(fd)' "$MNT/
         bash -c "lz4 -d -c '$BACKING/db.wal' | cmp - '$plain'"
 }
 
-# More logs than the daemon keeps the state of (16), a line to each in turn: each line's
+# More logs than the daemon keeps the state of (64), a line to each in turn: each line's
 # writer opened its log again with nothing kept, and the tail compressor takes the block
-# as loaded first (chain_primed), so the line is a link all the same (the build
-# before wrote every one of these blocks whole). mem_mb=256, the default up to 4 cores: its
-# eighth holds the tail compressors of about ten logs at 1 MiB blocks, so a writer takes the
-# least recently used log's (tail_taken; before that, the lines of all but ten logs were
-# written whole).
+# as loaded first (chain_primed), so the line is a link all the same (the build before
+# wrote every one of these blocks whole). mem_mb=256, the default up to 4 cores: its eighth
+# holds the tail compressors of about ten logs at 1 MiB blocks, so a writer whose state was
+# kept takes the least recently used log's (tail_taken; before that, the lines of all but
+# ten logs were written whole).
 many_logs() {
     BLOCK_SIZE=1M
     BACKING="$WS/store-many"
     MNT="$WS/mnt-many"
-    local l0 p0 t0 r k
+    local l0 p0 t0 r k n=72
     check "mount (many logs)" mount_store mem_mb=256
     mkdir -p "$WS/plain-many"
-    for ((k = 0; k < 24; k++)); do
+    for ((k = 0; k < n; k++)); do
         seq 1 3000 | sed "s/^/log $k line /" | tee "$WS/plain-many/$k.log" >"$MNT/$k.log"
     done
     l0=$(counter chain_links); p0=$(counter chain_primed); t0=$(counter tail_taken)
     for ((r = 0; r < 10; r++)); do
-        for ((k = 0; k < 24; k++)); do
+        for ((k = 0; k < n; k++)); do
             echo "round $r to log $k" | tee -a "$WS/plain-many/$k.log" >>"$MNT/$k.log"
         done
     done
-    check "240 lines to 24 logs in turn were links ($(($(counter chain_links) - l0)))" \
-        test $(($(counter chain_links) - l0)) -ge 235
+    check "720 lines to 72 logs in turn were links ($(($(counter chain_links) - l0)))" \
+        test $(($(counter chain_links) - l0)) -ge 710
     check "after the block was taken as loaded ($(($(counter chain_primed) - p0)))" \
-        test $(($(counter chain_primed) - p0)) -ge 200
+        test $(($(counter chain_primed) - p0)) -ge 600
     check "with compressors taken from logs not in use ($(($(counter tail_taken) - t0)))" \
-        test $(($(counter tail_taken) - t0)) -ge 100
-    check "the 24 logs read back" diff -r "$WS/plain-many" "$MNT"
+        test $(($(counter tail_taken) - t0)) -ge 300
+    check "the 72 logs read back" diff -r "$WS/plain-many" "$MNT"
     check "unmount (many logs)" umount_store
     check "fsck after the many logs" "$FSCK" -n "$BACKING"
     check "lz4 -d of a log" bash -c "lz4 -d -c '$BACKING/7.log' | cmp - '$WS/plain-many/7.log'"

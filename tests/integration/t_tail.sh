@@ -4,7 +4,7 @@
 # at every step, its last block is compressed for what each close added (the counters
 # tail_blocks and tail_bytes_kept), and kill -9 after the appends keeps every line. A kept
 # file is still committed by a truncate made without a handle, gives its space back as soon
-# as it is removed or renamed over, and no more than 16 files stay kept, so descriptors stay
+# as it is removed or renamed over, and no more than 64 files stay kept, so descriptors stay
 # bounded. Runs at 64K and 1M blocks; then on a budget too small for a tail compressor, and
 # with four writers appending to 32 logs in turn on a budget for about nine compressors.
 . "$(dirname "$0")/lib.sh"
@@ -109,15 +109,15 @@ run_size() {
     unhold
     check_eq "the name now holds the other file ($1)" small "$(cat "$MNT/big2")"
 
-    # at most 16 files kept: 60 files written and closed leave at most 16 descriptors
+    # at most 64 files kept: 150 files written and closed leave at most 64 descriptors
     mkdir "$MNT/many"
-    for ((i = 0; i < 60; i++)); do
+    for ((i = 0; i < 150; i++)); do
         echo "file $i" >"$MNT/many/f$i"
     done
-    check "at most 16 kept after 60 closes ($1: $(counter fds_open))" \
-        test "$(counter fds_open)" -le 16
+    check "at most 64 kept after 150 closes ($1: $(counter fds_open))" \
+        test "$(counter fds_open)" -le 64
     check "every one reads back ($1)" \
-        bash -c "for i in \$(seq 0 59); do [ \"\$(cat '$MNT/many/f'\$i)\" = \"file \$i\" ] || exit 1; done"
+        bash -c "for i in \$(seq 0 149); do [ \"\$(cat '$MNT/many/f'\$i)\" = \"file \$i\" ] || exit 1; done"
     check "unmount ($1)" umount_store
     check "fsck at rest ($1)" "$FSCK" -n "$BACKING"
 }
@@ -140,10 +140,10 @@ budget() {
     check "lz4 -d of the log (budget)" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
 }
 
-# Four writers at once, each appending a line to each of its 8 logs in turn (32 logs, more
-# than the 16 the daemon keeps), at 64K blocks with mem_mb=16: an eighth of it holds about
-# nine tail compressors, so writers take them from logs not in use, while other writers
-# take and use theirs (ff_tail_take; the TSan build runs this too).
+# Four writers at once, each appending a line to each of its 8 logs in turn (32 logs), at
+# 64K blocks with mem_mb=16: an eighth of it holds about nine tail compressors, so writers
+# take them from logs not in use, while other writers take and use theirs (ff_tail_take;
+# the TSan build runs this too).
 writers() {
     BLOCK_SIZE=64K
     BACKING="$WS/store-writers"
