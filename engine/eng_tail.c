@@ -197,7 +197,8 @@ static int et_fresh(eng_tail *t, const uint8_t *src, uint32_t len)
     return et_mark_last(t, 0);
 }
 
-/* The added bytes' own linked block alone, for an input adopted without its block. */
+/* Appends added[0, add) to the input and compresses it alone, linked to the input before
+ * it: the added bytes' own block, in scratch. */
 static int et_grow_piece(eng_tail *t, const uint8_t *added, uint32_t add)
 {
     memcpy(t->raw + t->raw_len, added, add);
@@ -211,22 +212,21 @@ static int et_grow_piece(eng_tail *t, const uint8_t *added, uint32_t add)
     return 0;
 }
 
-/* Appends src[raw_len, len): its linked block, whose first sequence takes the old last
- * literals in front of its own. */
+/* Appends added[0, add): its linked block, and (unless the input was adopted without its
+ * block) the block of the whole, whose new first sequence takes the old last literals in
+ * front of the piece's own. */
 static int et_grow(eng_tail *t, const uint8_t *added, uint32_t add)
 {
-    if (!t->comp_ok)
-        return et_grow_piece(t, added, add);
-    uint32_t len = t->raw_len + add;
-    memcpy(t->raw + t->raw_len, added, add);
-    int n = LZ4_compress_fast_continue(t->lz, (const char *)t->raw + t->raw_len,
-                                       (char *)t->scratch, (int)add, (int)t->scratch_cap, 1);
     et_seq first;
-    if (n <= 0 || et_seq_read(t->scratch, (uint32_t)n, 0, &first) < 0)
+    if (et_grow_piece(t, added, add) < 0)
         return -1;
-    t->scratch_len = (uint32_t)n;
+    if (!t->comp_ok)
+        return 0;
+    uint32_t n = t->scratch_len, old_end = t->raw_len - add;
+    if (et_seq_read(t->scratch, n, 0, &first) < 0)
+        return -1;
     uint32_t lits = t->last_lits + first.lits, at = t->last_seq;
-    uint32_t need = at + 2 + lits / 255 + t->last_lits + ((uint32_t)n - first.lit_at);
+    uint32_t need = at + 2 + lits / 255 + t->last_lits + (n - first.lit_at);
     if (need > t->comp_cap)
         return -1;
     uint8_t *out = t->comp;
@@ -234,12 +234,10 @@ static int et_grow(eng_tail *t, const uint8_t *added, uint32_t add)
     out[at++] = token;
     if (lits >= 15)
         at += et_put_lits_len(out + at, lits);
-    memcpy(out + at, t->raw + t->raw_len - t->last_lits, t->last_lits);
+    memcpy(out + at, t->raw + old_end - t->last_lits, t->last_lits);
     at += t->last_lits;
-    memcpy(out + at, t->scratch + first.lit_at, (uint32_t)n - first.lit_at);
-    t->comp_len = at + ((uint32_t)n - first.lit_at);
-    XXH32_update(t->raw_st, t->raw + t->raw_len, add);
-    t->raw_len = len;
+    memcpy(out + at, t->scratch + first.lit_at, n - first.lit_at);
+    t->comp_len = at + (n - first.lit_at);
     return et_mark_last(t, t->last_seq);
 }
 
