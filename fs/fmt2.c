@@ -913,13 +913,12 @@ static int fmt2_in_journal(const fmt2_recovery *r, uint64_t i)
 
 int fmt2_pad_mend(int fd, uint64_t end, uint64_t to, int kill, int write, fmt_error *err)
 {
-    uint8_t pad[8 + FMT2_KILL_LEN] = {0};
+    uint8_t pad[8 + FMT2_KILL_LEN] = {0};   /* the kill word: the zeros after the header */
     if (to < end + 8 || fmt_pread_all(fd, pad, 8, end) < 0)
         return 0;
     if (fmt_get32(pad) == FMT_SKIP_PAD && fmt_get32(pad + 4) == to - end - 8)
         return 0;
     fmt2_pad_header(pad, to - end);
-    memset(pad + 8, 0, FMT2_KILL_LEN);
     size_t n = kill && to - end >= sizeof(pad) ? sizeof(pad) : 8;
     if (write && fmt_pwrite_all(fd, pad, n, end) < 0)
         *err = FMT_ERR_IO;
