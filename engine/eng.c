@@ -60,6 +60,7 @@ typedef struct {
     uint64_t idle_ns;                  /* idle time before idle_since_ns */
     uint64_t busy_until_ns;            /* when the runs started on it are expected to end,
                                           at the card's measured rate */
+    eng_rate_window window;            /* its latest runs, for the best rate */
 } eng_cu;
 
 typedef struct {
@@ -400,17 +401,23 @@ static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
 
 /* The card's rate, from the time between a run's collection and the later of its start and
  * the collection before it on its compute unit: with several sets in flight, runs overlap,
- * and that gap is what each one cost the card. Dispatcher thread only. */
+ * and that gap is what each one cost the card. The average takes every run; the best takes
+ * windows of runs, since a run collected right after another one (both ended while the
+ * dispatcher was busy) has a gap near zero: alone it read 7-18 ps a byte on a card whose
+ * kernel takes 40. Dispatcher thread only. */
 static void eng_card_rate(eng_ctx *eng, unsigned cu, const eng_slot *s, uint64_t now)
 {
     eng_cu *c = &eng->cus[cu];
     uint64_t from = s->started_ns > c->last_done_ns ? s->started_ns : c->last_done_ns;
     c->last_done_ns = now;
-    if (s->bytes && now > from) {
-        uint64_t ps = (now - from) * 1000 / s->bytes;
-        eng->card_ps_per_byte = eng_sched_ewma(eng->card_ps_per_byte, ps);
+    if (s->bytes == 0)
+        return;
+    if (now > from)
+        eng->card_ps_per_byte = eng_sched_ewma(eng->card_ps_per_byte,
+                                               (now - from) * 1000 / s->bytes);
+    uint64_t ps = eng_sched_window(&c->window, now > from ? now - from : 0, s->bytes);
+    if (ps)
         eng->card_best_ps = eng_sched_best(eng->card_best_ps, ps);
-    }
 }
 
 /* Polls one set in flight; returns 1 if it is finished (one way or the other): done, or
@@ -535,8 +542,10 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
  * queue's tail the jobs it finishes before the card, at its best rate of late, would finish
  * everything else queued and in flight. Both then end together, which is how card and
  * software add up (a card that holds a whole batch in its buffer sets would otherwise leave
- * software nothing). Measured against the card's best run, not its average, so that a card
- * fed too slowly to be busy never looks slow enough to be helped. Only for a card that
+ * software nothing). Measured against the card's best run, not its average, and only while
+ * the card has not been idle of late, so that a card fed too slowly to be busy is never
+ * helped: software would finish nothing sooner and take the cores of those who feed the
+ * card (8 writers through the filesystem were 6 % slower when it did). Only for a card that
  * reads host memory in place, and jobs in such memory (the queue's first): where the host
  * copies every brick in, the cores software takes are the card's, and on a GPU host the
  * two together fell to 0.92-0.98x the card alone (docs/BENCHMARKS.md). Returns 1 when a
@@ -547,6 +556,7 @@ static int eng_sw_split(eng_ctx *eng)
     unsigned n = eng->q_count < ENG_SW_BRICK ? eng->q_count : ENG_SW_BRICK;
     for (unsigned i = 0; i < n; i++)   /* from the tail back */
         lens[i] = eng->queue[(eng->q_head + eng->q_count - 1 - i) % ENG_QUEUE_JOBS].job->len;
+    eng_idle_sample(eng, eng_now_ns());
     eng_rates r = {eng->card_best_ps, eng_sw_ps_per_byte(eng->sw), eng->card_idle_ppm};
     unsigned k = eng_sched_sw_split(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
     if (k == 0)

@@ -82,13 +82,26 @@ uint64_t eng_sched_ewma(uint64_t old, uint64_t sample);
 /* How many of the n jobs at a deep queue's tail an idle software thread takes before the
  * card takes the rest (a card that reads host memory in place, eng.c says why): those it
  * finishes before the card, at the rate r gives (its best run of late), would finish the
- * rest queued and in flight. No idle-share rule: the best rate already keeps a card that
- * waits for work from looking slow. Unmeasured software is taken at the prior above. */
+ * rest queued and in flight; none while the card has been idle more than ENG_SCHED_IDLE_PPM
+ * of late (a card that has paused starts afresh, eng.c). Unmeasured software is taken at the
+ * prior above. */
 unsigned eng_sched_sw_split(const eng_rates *r, const uint32_t *lens, unsigned n,
                             uint64_t queued, uint64_t in_flight);
-/* The card's best rate of late: the lowest sample, but drifting up by 1/64 a run so that
- * a card that became slower (shared, throttled) shows within a few dozen runs. */
+/* The card's best rate of late: the lowest sample, but drifting up by 1/64 a sample so
+ * that a card that became slower (shared, throttled) shows within a few dozen samples. */
 uint64_t eng_sched_best(uint64_t best, uint64_t sample);
+/* A compute unit's runs, taken together for the best rate: one run's cost is the time from
+ * the later of its start and the collection before it to its own collection, and a run that
+ * ended while the one before it was being collected costs next to nothing, its time counted
+ * in that earlier run's. Over a few runs the costs add up to the time the unit was busy. */
+#define ENG_RATE_RUNS 8u
+typedef struct {
+    uint64_t ns, bytes;
+    unsigned runs;
+} eng_rate_window;
+/* Adds one run of bytes that cost ns; returns the window's picoseconds a byte when this run
+ * closed it (ENG_RATE_RUNS runs), and 0 while it is open. */
+uint64_t eng_sched_window(eng_rate_window *w, uint64_t ns, uint64_t bytes);
 /* The idle share after a window of span_ns in which the card was idle idle_ns (summed over
  * compute units, span likewise): half the old share, half this window's. */
 uint32_t eng_sched_idle_ppm(uint32_t old, uint64_t idle_ns, uint64_t span_ns);

@@ -12,7 +12,9 @@
  *
  * A card that reads host memory in place costs the host only the check of its output, and
  * a batch its buffer sets hold whole leaves nothing queued for software: there the queue is
- * split first (eng_sched_sw_split), against the card's best run of late. */
+ * split first (eng_sched_sw_split), against the card's best run of late, and under the same
+ * idle-share rule: a card fed more slowly than it runs (8 writers through the filesystem,
+ * idle 10-15 %) is no bottleneck, and the cores software took were the writers'. */
 #include "eng_internal.h"
 
 /* The card's part after the first take bytes went to software: what it still holds (about
@@ -61,7 +63,8 @@ unsigned eng_sched_sw_split(const eng_rates *r, const uint32_t *lens, unsigned n
                             uint64_t queued, uint64_t in_flight)
 {
     eng_rates best = {r->card_ps_per_byte, r->sw_ps_per_byte ? r->sw_ps_per_byte
-                                                             : ENG_SCHED_SW_PRIOR_PS, 0};
+                                                             : ENG_SCHED_SW_PRIOR_PS,
+                      r->card_idle_ppm};
     return eng_sched_sw_take(&best, lens, n, queued, in_flight);
 }
 
@@ -69,6 +72,16 @@ uint64_t eng_sched_best(uint64_t best, uint64_t sample)
 {
     uint64_t drift = best + best / 64;
     return best && drift < sample ? drift : sample;
+}
+
+uint64_t eng_sched_window(eng_rate_window *w, uint64_t ns, uint64_t bytes)
+{
+    w->ns += ns, w->bytes += bytes, w->runs++;
+    if (w->runs < ENG_RATE_RUNS)
+        return 0;
+    uint64_t ps = w->bytes ? w->ns * 1000 / w->bytes : 0;
+    *w = (eng_rate_window){0};
+    return ps;
 }
 
 uint64_t eng_sched_fill_wait(const eng_fill *f)

@@ -110,22 +110,25 @@ static void test_ewma(void **state)
     assert_true(v > 990 && v <= 1000);
 }
 
-/* A deep queue is shared while the card is idle (a batch that its buffer sets hold whole)
- * and while software is not measured yet (the prior: 2500 ps per byte); the queue one
- * writer keeps in the engine (32 MiB) is not, and neither is anything before the card's
- * first run. */
+/* A deep queue is shared while software is not measured yet (the prior: 2500 ps per byte)
+ * and once it is, at the card's best rate; the queue one writer keeps in the engine (32 MiB)
+ * is not, and neither is anything before the card's first run, nor anything while the card
+ * has been idle of late (fed more slowly than it runs). */
 static void test_split(void **state)
 {
     (void)state;
-    eng_rates idle_gpu = {54, 0, 900000}, measured = {54, 2325, 900000}, none = {0, 2325, 0};
-    unsigned k = eng_sched_sw_split(&idle_gpu, eight, 8, 256ull * MIB, 0);
+    eng_rates busy = {54, 0, 0}, measured = {54, 2325, 0}, none = {0, 2325, 0};
+    eng_rates underfed = {54, 2325, ENG_SCHED_IDLE_PPM + 1}, fed = {54, 2325, ENG_SCHED_IDLE_PPM};
+    unsigned k = eng_sched_sw_split(&busy, eight, 8, 256ull * MIB, 0);
     assert_true(k > 0 && k < 8);       /* k x 2500 <= (256 - k) x 54 */
     assert_true((uint64_t)k * 2500 <= (256ull - k) * 54);
     assert_true((uint64_t)(k + 1) * 2500 > (256ull - k - 1) * 54);
-    assert_int_equal(eng_sched_sw_take(&idle_gpu, eight, 8, 256ull * MIB, 0), 0);
     assert_true(eng_sched_sw_split(&measured, eight, 8, 256ull * MIB, 0) >= k);
     assert_int_equal(eng_sched_sw_split(&measured, eight, 8, 32ull * MIB, 0), 0);
     assert_int_equal(eng_sched_sw_split(&none, eight, 8, 256ull * MIB, 0), 0);
+    assert_int_equal(eng_sched_sw_split(&underfed, eight, 8, 256ull * MIB, 0), 0);
+    assert_int_equal(eng_sched_sw_split(&fed, eight, 8, 256ull * MIB, 0),
+                     eng_sched_sw_split(&measured, eight, 8, 256ull * MIB, 0));
 }
 
 /* The best rate follows a faster run at once and a slower card by 1/64 a run. */
@@ -139,6 +142,27 @@ static void test_best(void **state)
     for (int i = 0; i < 100; i++)
         b = eng_sched_best(b, 200);
     assert_int_equal(b, 200);
+}
+
+/* Runs collected two at a time (the second a moment after the first, whose gap holds both
+ * runs' time) read as the unit's true rate once taken together, never as the second run's
+ * near-zero gap; the window reopens after each sample. */
+static void test_window(void **state)
+{
+    (void)state;
+    eng_rate_window w = {0};
+    uint64_t best = 0, got = 0;
+    for (unsigned r = 0; r < 4 * ENG_RATE_RUNS; r++) {
+        uint64_t ns = r % 2 ? 50000 : 2 * 400000 - 50000;   /* 8 MiB at 40 ps, in pairs */
+        uint64_t ps = eng_sched_window(&w, ns, 8 << 20);
+        assert_true((r + 1) % ENG_RATE_RUNS == 0 ? ps != 0 : ps == 0);
+        if (ps)
+            best = eng_sched_best(best, ps), got++;
+    }
+    assert_int_equal(got, 4);
+    assert_true(best >= 45 && best <= 50);               /* 800 us for 16 MiB: 47.7 ps */
+    assert_int_equal(w.runs, 0);
+    assert_int_equal(eng_sched_window(&w, 0, 0), 0);
 }
 
 /* A brick short of its capacity waits while the card is busy, until the earlier of its
@@ -172,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_unmeasured),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_best),
+        cmocka_unit_test(test_window),
         cmocka_unit_test(test_long_queue_shares),
         cmocka_unit_test(test_queue_end_stays_on_card),
         cmocka_unit_test(test_slow_card),

@@ -302,9 +302,10 @@ static int cb_engine(const cb_input *in, const cb_opts *o, int card_only, int di
            (unsigned long long)st.blocks_direct, (unsigned long long)st.fallback_busy,
            (unsigned long long)st.fallback_error, (unsigned long long)st.blocks_checked_on_card,
            (unsigned long long)st.verify_failed);
-    printf("%-28s rates (ps/byte): card %llu, card's best %llu, one software thread %llu\n", "",
+    printf("%-28s rates (ps/byte): card %llu, card's best %llu, one software thread %llu; "
+           "card idle %llu us\n", "",
            (unsigned long long)st.card_ps_per_byte, (unsigned long long)st.card_best_ps,
-           (unsigned long long)st.sw_ps_per_byte);
+           (unsigned long long)st.sw_ps_per_byte, (unsigned long long)st.card_idle_us);
     for (uint32_t j = 0; outs && j < in->n_blocks; j++)
         free(outs[j]);
     free(jobs), free(outs), free(lens);
