@@ -581,6 +581,25 @@ PY
     esac
 }
 
+# logs_fill PLAIN FIRST COUNT LINES: logs FIRST..FIRST+COUNT-1 of LINES numbered lines each,
+# written into $MNT and into the plain directory PLAIN at once.
+logs_fill() {
+    local plain=$1 first=$2 count=$3 lines=$4 k
+    mkdir -p "$plain" || return 1
+    for ((k = first; k < first + count; k++)); do
+        seq 1 "$lines" | sed "s/^/log $k line /" | tee "$plain/$k.log" >"$MNT/$k.log" || return 1
+    done
+}
+
+# logs_round PLAIN ROUND FIRST COUNT: one line appended to each of those logs in turn, each
+# `>>` opening and closing its log as a server's logger does (and to the plain copies).
+logs_round() {
+    local plain=$1 r=$2 first=$3 count=$4 k
+    for ((k = first; k < first + count; k++)); do
+        echo "round $r to log $k" | tee -a "$plain/$k.log" >>"$MNT/$k.log" || return 1
+    done
+}
+
 # sha256 of a file, or "ERR" when it cannot be read.
 sum_of() {
     sha256sum <"$1" 2>/dev/null | awk '{print $1}' || echo ERR

@@ -233,17 +233,12 @@ many_logs() {
     BLOCK_SIZE=1M
     BACKING="$WS/store-many"
     MNT="$WS/mnt-many"
-    local l0 p0 t0 r k n=72
+    local l0 p0 t0 r n=72
     check "mount (many logs)" mount_store mem_mb=256
-    mkdir -p "$WS/plain-many"
-    for ((k = 0; k < n; k++)); do
-        seq 1 3000 | sed "s/^/log $k line /" | tee "$WS/plain-many/$k.log" >"$MNT/$k.log"
-    done
+    check "72 logs written" logs_fill "$WS/plain-many" 0 $n 3000
     l0=$(counter chain_links); p0=$(counter chain_primed); t0=$(counter tail_taken)
     for ((r = 0; r < 10; r++)); do
-        for ((k = 0; k < n; k++)); do
-            echo "round $r to log $k" | tee -a "$WS/plain-many/$k.log" >>"$MNT/$k.log"
-        done
+        logs_round "$WS/plain-many" $r 0 $n || fail_check "round $r to the 72 logs"
     done
     check "720 lines to 72 logs in turn were links ($(($(counter chain_links) - l0)))" \
         test $(($(counter chain_links) - l0)) -ge 710

@@ -148,18 +148,11 @@ writers() {
     BLOCK_SIZE=64K
     BACKING="$WS/store-writers"
     MNT="$WS/mnt-writers"
-    local w k r
+    local w r
     check "mount (writers)" mount_store mem_mb=16
-    mkdir -p "$WS/plain-writers"
-    for ((k = 0; k < 32; k++)); do
-        seq 1 1500 | sed "s/^/log $k line /" | tee "$WS/plain-writers/$k.log" >"$MNT/$k.log"
-    done
+    check "32 logs written" logs_fill "$WS/plain-writers" 0 32 1500
     for ((w = 0; w < 4; w++)); do
-        (for ((r = 0; r < 6; r++)); do
-            for ((k = w * 8; k < w * 8 + 8; k++)); do
-                echo "round $r to log $k" | tee -a "$WS/plain-writers/$k.log" >>"$MNT/$k.log"
-            done
-        done) &
+        (for ((r = 0; r < 6; r++)); do logs_round "$WS/plain-writers" $r $((w * 8)) 8; done) &
     done
     wait
     check "compressors were taken from logs not in use ($(counter tail_taken))" \
