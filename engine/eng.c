@@ -538,25 +538,42 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
     return eng_sched_sw_take(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
 }
 
+/* How many of the queue's last jobs, up to ENG_SPLIT_BATCH, came in the last job's call.
+ * Lock held. */
+static unsigned eng_tail_batch(const eng_ctx *eng)
+{
+    if (eng->q_count == 0)
+        return 0;
+    unsigned last = eng->q_head + eng->q_count - 1, n = 1;
+    const eng_ticket *call = eng->queue[last % ENG_QUEUE_JOBS].call;
+    while (n < eng->q_count && n < ENG_SPLIT_BATCH &&
+           eng->queue[(last - n) % ENG_QUEUE_JOBS].call == call)
+        n++;
+    return n;
+}
+
 /* A deep queue is shared before the card takes it all: an idle pool thread takes from the
  * queue's tail the jobs it finishes before the card, at its best rate of late, would finish
  * everything else queued and in flight. Both then end together, which is how card and
  * software add up (a card that holds a whole batch in its buffer sets would otherwise leave
- * software nothing). Measured against the card's best run, not its average, and only while
- * the card has not been idle of late, so that a card fed too slowly to be busy is never
- * helped: software would finish nothing sooner and take the cores of those who feed the
- * card (8 writers through the filesystem were 6 % slower when it did). Only for a card that
+ * software nothing). Measured against the card's best run, not its average, so that a card
+ * fed too slowly to be busy never looks slow enough to be helped. Only when the queue ends
+ * in a batch of one call's (ENG_SPLIT_BATCH jobs): the bricks of many writers, each waiting
+ * for its own, lose more than they gain when one of them goes to a pool thread 40 times
+ * slower than the card, and the cores it takes were the writers' (8 writers through the
+ * filesystem were 6 % slower when they were split too). Only for a card that
  * reads host memory in place, and jobs in such memory (the queue's first): where the host
  * copies every brick in, the cores software takes are the card's, and on a GPU host the
  * two together fell to 0.92-0.98x the card alone (docs/BENCHMARKS.md). Returns 1 when a
  * brick went to the pool. Called and returns with the lock held. */
 static int eng_sw_split(eng_ctx *eng)
 {
+    if (eng_tail_batch(eng) < ENG_SPLIT_BATCH)
+        return 0;
     uint32_t lens[ENG_SW_BRICK];
     unsigned n = eng->q_count < ENG_SW_BRICK ? eng->q_count : ENG_SW_BRICK;
     for (unsigned i = 0; i < n; i++)   /* from the tail back */
         lens[i] = eng->queue[(eng->q_head + eng->q_count - 1 - i) % ENG_QUEUE_JOBS].job->len;
-    eng_idle_sample(eng, eng_now_ns());
     eng_rates r = {eng->card_best_ps, eng_sw_ps_per_byte(eng->sw), eng->card_idle_ppm};
     unsigned k = eng_sched_sw_split(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
     if (k == 0)

@@ -77,14 +77,17 @@ unsigned eng_sched_sw_take(const eng_rates *r, const uint32_t *lens, unsigned n,
                            uint64_t queued, uint64_t in_flight);
 uint64_t eng_sched_ewma(uint64_t old, uint64_t sample);
 
+/* A deep queue is split only when at least this many jobs at its tail are one call's: a
+ * batch handed over at once, not the bricks of many writers (8 blocks each, at most 32 of a
+ * writer in the engine). */
+#define ENG_SPLIT_BATCH 64u
 /* One pool thread's rate before it is measured: 400 MB/s, LZ4 level 1 on a server core. */
 #define ENG_SCHED_SW_PRIOR_PS 2500u
 /* How many of the n jobs at a deep queue's tail an idle software thread takes before the
  * card takes the rest (a card that reads host memory in place, eng.c says why): those it
  * finishes before the card, at the rate r gives (its best run of late), would finish the
- * rest queued and in flight; none while the card has been idle more than ENG_SCHED_IDLE_PPM
- * of late (a card that has paused starts afresh, eng.c). Unmeasured software is taken at the
- * prior above. */
+ * rest queued and in flight. No idle-share rule (eng_sched.c says why). Unmeasured software
+ * is taken at the prior above. */
 unsigned eng_sched_sw_split(const eng_rates *r, const uint32_t *lens, unsigned n,
                             uint64_t queued, uint64_t in_flight);
 /* The card's best rate of late: the lowest sample, but drifting up by 1/64 a sample so

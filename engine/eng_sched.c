@@ -12,9 +12,10 @@
  *
  * A card that reads host memory in place costs the host only the check of its output, and
  * a batch its buffer sets hold whole leaves nothing queued for software: there the queue is
- * split first (eng_sched_sw_split), against the card's best run of late, and under the same
- * idle-share rule: a card fed more slowly than it runs (8 writers through the filesystem,
- * idle 10-15 %) is no bottleneck, and the cores software took were the writers'. */
+ * split first (eng_sched_sw_split), against the card's best run of late, when the queue ends
+ * in one caller's batch (eng.c says why). No idle-share rule there: a caller that hands over
+ * a batch and waits for all of it idles the card between its batches, and the share of
+ * each batch is what makes the two add up. */
 #include "eng_internal.h"
 
 /* The card's part after the first take bytes went to software: what it still holds (about
@@ -63,8 +64,7 @@ unsigned eng_sched_sw_split(const eng_rates *r, const uint32_t *lens, unsigned n
                             uint64_t queued, uint64_t in_flight)
 {
     eng_rates best = {r->card_ps_per_byte, r->sw_ps_per_byte ? r->sw_ps_per_byte
-                                                             : ENG_SCHED_SW_PRIOR_PS,
-                      r->card_idle_ppm};
+                                                             : ENG_SCHED_SW_PRIOR_PS, 0};
     return eng_sched_sw_take(&best, lens, n, queued, in_flight);
 }
 
