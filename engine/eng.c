@@ -538,20 +538,6 @@ static unsigned eng_sw_share(eng_ctx *eng, unsigned max)
     return eng_sched_sw_take(&r, lens, n, eng->q_bytes, eng->in_flight_bytes);
 }
 
-/* How many of the queue's last jobs, up to ENG_SPLIT_BATCH, came in the last job's call.
- * Lock held. */
-static unsigned eng_tail_batch(const eng_ctx *eng)
-{
-    if (eng->q_count == 0)
-        return 0;
-    unsigned last = eng->q_head + eng->q_count - 1, n = 1;
-    const eng_ticket *call = eng->queue[last % ENG_QUEUE_JOBS].call;
-    while (n < eng->q_count && n < ENG_SPLIT_BATCH &&
-           eng->queue[(last - n) % ENG_QUEUE_JOBS].call == call)
-        n++;
-    return n;
-}
-
 /* A deep queue is shared before the card takes it all: an idle pool thread takes from the
  * queue's tail the jobs it finishes before the card, at its best rate of late, would finish
  * everything else queued and in flight. Both then end together, which is how card and
@@ -568,7 +554,8 @@ static unsigned eng_tail_batch(const eng_ctx *eng)
  * brick went to the pool. Called and returns with the lock held. */
 static int eng_sw_split(eng_ctx *eng)
 {
-    if (eng_tail_batch(eng) < ENG_SPLIT_BATCH)
+    if (eng_sched_tail_batch(eng->queue, ENG_QUEUE_JOBS, eng->q_head, eng->q_count,
+                             ENG_SPLIT_BATCH) < ENG_SPLIT_BATCH)
         return 0;
     uint32_t lens[ENG_SW_BRICK];
     unsigned n = eng->q_count < ENG_SW_BRICK ? eng->q_count : ENG_SW_BRICK;

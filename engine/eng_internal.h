@@ -81,6 +81,10 @@ uint64_t eng_sched_ewma(uint64_t old, uint64_t sample);
  * batch handed over at once, not the bricks of many writers (8 blocks each, at most 32 of a
  * writer in the engine). */
 #define ENG_SPLIT_BATCH 64u
+/* How many of the last jobs of a ring of ring_len tasks (count of them from head), up to
+ * most, came in the same call as the last one. */
+unsigned eng_sched_tail_batch(const eng_task *ring, unsigned ring_len, unsigned head,
+                              unsigned count, unsigned most);
 /* One pool thread's rate before it is measured: 400 MB/s, LZ4 level 1 on a server core. */
 #define ENG_SCHED_SW_PRIOR_PS 2500u
 /* How many of the n jobs at a deep queue's tail an idle software thread takes before the

@@ -74,6 +74,18 @@ uint64_t eng_sched_best(uint64_t best, uint64_t sample)
     return best && drift < sample ? drift : sample;
 }
 
+unsigned eng_sched_tail_batch(const eng_task *ring, unsigned ring_len, unsigned head,
+                              unsigned count, unsigned most)
+{
+    if (count == 0)
+        return 0;
+    unsigned last = head + count - 1, n = 1;
+    const eng_ticket *call = ring[last % ring_len].call;
+    while (n < count && n < most && ring[(last - n) % ring_len].call == call)
+        n++;
+    return n;
+}
+
 uint64_t eng_sched_window(eng_rate_window *w, uint64_t ns, uint64_t bytes)
 {
     w->ns += ns, w->bytes += bytes, w->runs++;

@@ -162,6 +162,23 @@ static void test_window(void **state)
     assert_int_equal(eng_sched_window(&w, 0, 0), 0);
 }
 
+/* The queue's tail batch: the jobs of the last job's call, counted back across the ring's
+ * end and up to the bound; another call's job ends it. */
+static void test_tail_batch(void **state)
+{
+    (void)state;
+    eng_ticket a, b;
+    eng_task ring[10] = {{0}};
+    for (unsigned i = 0; i < 10; i++)
+        ring[i].call = i < 3 || i > 7 ? &a : &b;     /* a a a b b b b b a a */
+    assert_int_equal(eng_sched_tail_batch(ring, 10, 0, 0, 64), 0);
+    assert_int_equal(eng_sched_tail_batch(ring, 10, 3, 5, 64), 5);   /* b x 5 */
+    assert_int_equal(eng_sched_tail_batch(ring, 10, 3, 5, 4), 4);    /* bounded */
+    assert_int_equal(eng_sched_tail_batch(ring, 10, 8, 5, 64), 5);   /* a a | a a a: wraps */
+    assert_int_equal(eng_sched_tail_batch(ring, 10, 5, 6, 64), 3);   /* b b b a a | a */
+    assert_int_equal(eng_sched_tail_batch(ring, 10, 6, 3, 64), 1);   /* b b a */
+}
+
 /* A brick short of its capacity waits while the card is busy, until the earlier of its
  * oldest job's bound and the moment it must start to keep the card fed; it starts at once
  * when it is full, when a compute unit is idle, or when waiting is off. */
@@ -194,6 +211,7 @@ int main(void)
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_best),
         cmocka_unit_test(test_window),
+        cmocka_unit_test(test_tail_batch),
         cmocka_unit_test(test_long_queue_shares),
         cmocka_unit_test(test_queue_end_stays_on_card),
         cmocka_unit_test(test_slow_card),
