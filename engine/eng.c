@@ -403,7 +403,7 @@ static void eng_fault(eng_ctx *eng, eng_slot *s, uint64_t now)
  * the collection before it on its compute unit: with several sets in flight, runs overlap,
  * and that gap is what each one cost the card. The average takes every run; the best takes
  * windows of runs, since a run collected right after another one (both ended while the
- * dispatcher was busy) has a gap near zero: alone it read 7-18 ps a byte on a card whose
+ * dispatcher was busy) has a gap near zero: alone it read 7-23 ps a byte on a card whose
  * kernel takes 40. Dispatcher thread only. */
 static void eng_card_rate(eng_ctx *eng, unsigned cu, const eng_slot *s, uint64_t now)
 {
