@@ -244,6 +244,7 @@ static int dm_open_engine(struct fs_daemon *dm)
     if (e)
         return dm_fail(dm, "%s: cannot set up the inode table: %s", dm->backing, strerror(-e));
     dm->fs.sizes = sz_new(DM_SIZES);   /* NULL: every lookup reads the footer */
+    dm->fs.warm_budget = (dm->cfg.mem_mb << 20) / 16;
     dm_sizes_load(dm);
     op_bind_reopen(&dm->fs);
     return 0;

@@ -280,6 +280,11 @@ uint64_t ff_size(ff_file *f)
 
 int ff_is_foreign(const ff_file *f) { return f->foreign; }
 
+uint64_t ff_state_bytes(const ff_file *f)
+{
+    return sizeof(*f) + (uint64_t)f->cap * sizeof(*f->blk);
+}
+
 void ff_set_owner(ff_file *f, uid_t uid)
 {
     pthread_mutex_lock(&f->lock);

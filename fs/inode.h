@@ -62,6 +62,7 @@ struct in_inode {
                                           or is kept warm for its next open; the retention
                                           holds one pin */
     lru_node warm;                     /* on the warm list (op_fs.warm_lock) */
+    uint64_t warm_bytes;               /* what its state held when it was kept warm */
     int size_valid;                    /* the cached logical size below is filled */
     off_t size_key;                    /* backing st_size the cached size was read at */
     struct timespec size_ctim;         /* backing st_ctim the cached size was read at */

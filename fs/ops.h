@@ -54,6 +54,8 @@ struct op_fs {
     pthread_mutex_t warm_lock;         /* the warm list (ops_keep.c): files kept for their */
     lru_list warm_list;                /* next open, most recently closed first */
     unsigned warm;                     /* how many */
+    uint64_t warm_bytes;               /* the memory their states hold (ff_state_bytes) */
+    uint64_t warm_budget;              /* the most they may hold: mem_mb / 16 */
     dr_bound dirs;                     /* directory streams held by open listings */
     int dir_handles;                   /* listings have handles (OPENDIR): -o dir_handles,
                                           or a kernel that cannot skip OPENDIR */

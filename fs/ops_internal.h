@@ -68,6 +68,7 @@ enum { OP_KEEP_NONE = 0, OP_KEEP_FAILED, OP_KEEP_WARM };
 int op_close_file(struct op_fs *fs, struct in_inode *n, int *err);
 void op_free_file(struct op_fs *fs, struct in_inode *n, int *err);
 void op_warm_trim(struct op_fs *fs);
+unsigned op_warm_count(struct op_fs *fs);    /* files kept for their next open */
 void op_unwarm(struct op_fs *fs, struct in_inode *n);
 void op_drop_warm(struct op_fs *fs, struct in_inode *n);
 void op_end_retention(struct op_fs *fs, struct in_inode *n);

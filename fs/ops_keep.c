@@ -12,12 +12,15 @@
  * - OP_KEEP_WARM, a file committed whole, kept for its next open: a log appended with `>>`
  *   or a file edited in turns is opened and closed again at once, and reopening it would
  *   cost a descriptor, its footer, and the decoding of the block it goes on writing (the
- *   tail compressor, ff_tail.c, lives in the state too). At most OP_WARM_MAX files, least
- *   recently closed first out; their descriptors are bounded with every other open file's
- *   (ff_fds.c). Nothing of theirs is unstored, so dropping one loses nothing. 64, not the
- *   16 of a first build: a server's two dozen logs appended in turn each had their state
- *   let go before their next line, which then decoded its block again (24 logs of 1.9 MB:
- *   1,100-1,200 lines a second, 2,300-2,400 with 64; docs/BENCHMARKS.md).
+ *   tail compressor, ff_tail.c, lives in the state too). At most OP_WARM_MAX files, and
+ *   states of at most op_fs.warm_budget bytes (mem_mb / 16: a state's block table grows
+ *   with its file, 32 bytes a block), least recently closed first out; their descriptors
+ *   are bounded with every other open file's (ff_fds.c). Nothing of theirs is unstored, so
+ *   dropping one loses nothing. A server's logs appended in turn each had their state let
+ *   go before their next line when they were more than were kept, and that line decoded its
+ *   block again: 24 logs of 1.9 MB made 1,100-1,200 lines a second with 16 kept, 2,300-2,400
+ *   with 64; 100 such logs 1,135-1,230 with 64 and 1,902-1,991 with 1,024
+ *   (docs/BENCHMARKS.md).
  *
  * A kept state holds a pin on its inode (the retention's pin), given back when it ends. A
  * warm state is never open: an open takes it over (op_unwarm) under the inode's lock, so
@@ -29,7 +32,7 @@
 #include <sys/stat.h>
 
 #define OP_RETAIN_MAX 64
-#define OP_WARM_MAX 64
+#define OP_WARM_MAX 1024
 
 /* No name reaches the backing file any more (unlinked, or renamed over): once its last
  * handle is gone nothing can read it, so it is not worth a commit, least of all on a full
@@ -47,15 +50,33 @@ static void op_warm_unlink(struct op_fs *fs, struct in_inode *n)
     pthread_mutex_lock(&fs->warm_lock);
     lru_unlink(&fs->warm_list, &n->warm);
     fs->warm--;
+    fs->warm_bytes -= n->warm_bytes;
     pthread_mutex_unlock(&fs->warm_lock);
 }
 
+/* n->lock held: its state does not change while it is weighed. */
 static void op_warm_push(struct op_fs *fs, struct in_inode *n)
 {
+    n->warm_bytes = ff_state_bytes(n->file);
     pthread_mutex_lock(&fs->warm_lock);
     lru_push(&fs->warm_list, &n->warm);
     fs->warm++;
+    fs->warm_bytes += n->warm_bytes;
     pthread_mutex_unlock(&fs->warm_lock);
+}
+
+/* More are kept than the bounds allow. warm_lock held. */
+static int op_warm_over(const struct op_fs *fs)
+{
+    return fs->warm > OP_WARM_MAX || (fs->warm > 0 && fs->warm_bytes > fs->warm_budget);
+}
+
+unsigned op_warm_count(struct op_fs *fs)
+{
+    pthread_mutex_lock(&fs->warm_lock);
+    unsigned n = fs->warm;
+    pthread_mutex_unlock(&fs->warm_lock);
+    return n;
 }
 
 /* Ends n's retention, of either kind: its pin goes back. n->lock held. */
@@ -144,14 +165,14 @@ int op_close_file(struct op_fs *fs, struct in_inode *n, int *err)
     return 0;
 }
 
-/* Drops the least recently closed warm files beyond OP_WARM_MAX. Called with no inode lock
+/* Drops the least recently closed warm files beyond the bounds. Called with no inode lock
  * held: a file's lock comes before the list's. */
 void op_warm_trim(struct op_fs *fs)
 {
     for (;;) {
         pthread_mutex_lock(&fs->warm_lock);
         struct in_inode *n =
-            fs->warm > OP_WARM_MAX ? LRU_ENTRY(fs->warm_list.tail, struct in_inode, warm) : NULL;
+            op_warm_over(fs) ? LRU_ENTRY(fs->warm_list.tail, struct in_inode, warm) : NULL;
         if (n)
             in_pin(fs->tab, n);        /* the list's entry may end meanwhile */
         pthread_mutex_unlock(&fs->warm_lock);

@@ -138,6 +138,7 @@ size_t op_stats_text(struct op_fs *fs, char *buf, size_t cap)
         {"dir_reopens", atomic_load(&fs->dirs.reopens)},
         {"direct_opens", atomic_load(&fs->direct_opens)},
         {"size_reads", atomic_load(&fs->size_reads)},
+        {"files_kept", op_warm_count(fs)},
         {"killpriv", (uint64_t)atomic_load(&fs->killpriv)},
     };
     int len = snprintf(buf, cap, "backend=%s\n", fs->eng ? eng_backend_name(fs->eng) : "none");

@@ -4,9 +4,11 @@
 # at every step, its last block is compressed for what each close added (the counters
 # tail_blocks and tail_bytes_kept), and kill -9 after the appends keeps every line. A kept
 # file is still committed by a truncate made without a handle, gives its space back as soon
-# as it is removed or renamed over, and no more than 64 files stay kept, so descriptors stay
-# bounded. Runs at 64K and 1M blocks; then on a budget too small for a tail compressor, and
-# with four writers appending to 32 logs in turn on a budget for about nine compressors.
+# as it is removed or renamed over, and 150 small files closed all stay kept, while the
+# states of large files stay within a sixteenth of mem_mb. Runs at 64K and 1M blocks; then on
+# a budget too small for a tail compressor, with files whose kept states outgrow a small
+# mem_mb, and with four writers appending to 32 logs in turn on a budget for about nine
+# compressors.
 . "$(dirname "$0")/lib.sh"
 need_binaries
 
@@ -109,13 +111,15 @@ run_size() {
     unhold
     check_eq "the name now holds the other file ($1)" small "$(cat "$MNT/big2")"
 
-    # at most 64 files kept: 150 files written and closed leave at most 64 descriptors
+    # 150 small files written and closed are all kept for their next open (a build that kept
+    # 64 let the others go), each holding a descriptor within the daemon's bound
     mkdir "$MNT/many"
     for ((i = 0; i < 150; i++)); do
         echo "file $i" >"$MNT/many/f$i"
     done
-    check "at most 64 kept after 150 closes ($1: $(counter fds_open))" \
-        test "$(counter fds_open)" -le 64
+    check "150 kept after 150 closes ($1: $(counter files_kept), $(counter fds_open) fds)" \
+        test "$(counter files_kept)" -ge 150 -a "$(counter fds_open)" -le "$(counter files_kept)"
+
     check "every one reads back ($1)" \
         bash -c "for i in \$(seq 0 149); do [ \"\$(cat '$MNT/many/f'\$i)\" = \"file \$i\" ] || exit 1; done"
     check "unmount ($1)" umount_store
@@ -138,6 +142,29 @@ budget() {
     check "the log reads back" cmp "$plain" "$MNT/app.log"
     check "unmount (budget)" umount_store
     check "lz4 -d of the log (budget)" bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
+}
+
+# The kept states' memory: mem_mb=16 allows them 1 MiB, and 40 files of 1,024 blocks each
+# (64 MiB at 64K blocks, all hole but the last byte) hold a block table of 32 KiB each, so
+# fewer than 40 stay kept, the least recently closed going first; every one reads back.
+kept_memory() {
+    BLOCK_SIZE=64K
+    BACKING="$WS/store-kept"
+    MNT="$WS/mnt-kept"
+    local i kept
+    check "mount (kept memory)" mount_store mem_mb=16
+    for ((i = 0; i < 40; i++)); do
+        dd if=/dev/zero of="$MNT/f$i" bs=1 count=1 seek=$((64 * 1048576 - 1)) status=none ||
+            fail_check "write f$i"
+    done
+    kept=$(counter files_kept)
+    check "the kept states stay within mem_mb / 16 ($kept of 40 kept)" \
+        test "$kept" -ge 8 -a "$kept" -lt 40
+    check "every one reads back as 64 MiB" bash -c \
+        "for i in \$(seq 0 39); do [ \$(stat -c %s '$MNT/f'\$i) = 67108864 ] || exit 1; done"
+    check_eq "and holds what was written" "$(head -c 67108864 /dev/zero | sha256sum)" \
+        "$(sha256sum <"$MNT/f39")"
+    check "unmount (kept memory)" umount_store
 }
 
 # Four writers at once, each appending a line to each of its 8 logs in turn (32 logs), at
@@ -167,5 +194,6 @@ writers() {
 run_size 64K
 run_size 1M
 budget
+kept_memory
 writers
 finish
