@@ -121,7 +121,8 @@ off_t ff_lseek(ff_file *f, off_t off, int whence);
 uint64_t ff_size(ff_file *f);           /* logical size */
 int ff_is_foreign(const ff_file *f);
 /* The memory an open state holds for its own: itself and its block table (not the block
- * buffers and compressors, which mem_mb bounds elsewhere). Under the file's lock. */
+ * buffers and compressors, which mem_mb bounds elsewhere). Under the file's lock, or while
+ * nothing else can use the state (its last handle released). */
 uint64_t ff_state_bytes(const ff_file *f);
 /* The logical modification time (writes set it to now; setattr sets it explicitly). It is
  * restored onto the backing file after each commit, since commits write the file. */
