@@ -222,13 +222,13 @@ os.write(fd, open(sys.argv[2], "rb").read()); os.fsync(fd); os.close(fd)' "$MNT/
         bash -c "lz4 -d -c '$BACKING/db.wal' | cmp - '$plain'"
 }
 
-# More logs than the daemon keeps the state of (64), a line to each in turn: each line's
-# writer opened its log again with nothing kept, and the tail compressor takes the block
-# as loaded first (chain_primed), so the line is a link all the same (the build before
-# wrote every one of these blocks whole). mem_mb=256, the default up to 4 cores: its eighth
-# holds the tail compressors of about ten logs at 1 MiB blocks, so a writer whose state was
-# kept takes the least recently used log's (tail_taken; before that, the lines of all but
-# ten logs were written whole).
+# 72 logs, a line to each in turn. mem_mb=256, the default up to 4 cores: its eighth holds
+# the tail compressors of about ten logs at 1 MiB blocks, so a writer takes the least
+# recently used log's (tail_taken; before that, the lines of all but ten logs were written
+# whole), and that log's next line finds its compressor empty: it takes the block as loaded
+# (chain_primed), so the line is a link all the same. (72 was more than the 64 files a
+# build before kept the state of; now they are all kept, and the compressors taken are
+# what makes each line start from a loaded block.)
 many_logs() {
     BLOCK_SIZE=1M
     BACKING="$WS/store-many"

@@ -119,7 +119,6 @@ run_size() {
     done
     check "150 kept after 150 closes ($1: $(counter files_kept), $(counter fds_open) fds)" \
         test "$(counter files_kept)" -ge 150 -a "$(counter fds_open)" -le "$(counter files_kept)"
-
     check "every one reads back ($1)" \
         bash -c "for i in \$(seq 0 149); do [ \"\$(cat '$MNT/many/f'\$i)\" = \"file \$i\" ] || exit 1; done"
     check "unmount ($1)" umount_store
