@@ -83,6 +83,10 @@ static inline void fmt2_pad_header(uint8_t *out, uint64_t len)
 
 /* XXH32 of len zero bytes (the checksums of a hole). */
 uint32_t fmt2_zero_sum(uint32_t len);
+/* A hole's first FMT2_HOLE_HEAD bytes (frame header, raw size word) and its last
+ * FMT2_HOLE_TAIL (block checksum, EndMark, content checksum: zsum, 0, zsum). */
+void fmt2_hole_head(uint8_t *out, uint32_t bs, uint32_t len);
+void fmt2_hole_tail(uint8_t *out, uint32_t zsum);
 
 /* Encodes block data as a whole frame into out (room for len + FMT2_FRAME_OVERHEAD): the
  * compressed form when comp_len < len, else raw. Returns the frame length. */
@@ -226,6 +230,10 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
  * exactly the next slot. verify: the block and content checksums hold. */
 fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
                          uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded);
+/* Whether slot i, whose bytes (want of them) are in buf, begins a hole run that is whole:
+ * its length, else 0. verify also checks its checksums and that its data read as zeros. */
+uint32_t fmt2_scan_run(int fd, uint32_t bs, uint64_t i, int verify, const uint8_t *buf,
+                       uint64_t want);
 
 /* What opening a file found, and did when it may write: the one recovery of version 2
  * files, shared by the daemon's open and fsck. */

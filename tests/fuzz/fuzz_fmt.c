@@ -1,4 +1,4 @@
-/* Fuzz target: the format parsers (fs/fmt.c, fs/fmt2.c) and the read-only open path of
+/* Fuzz target: the format parsers (fs/fmt.c, fs/fmt2*.c) and the read-only open path of
  * fs/ff_repair.c and fs/ff_load2.c.
  *
  * The input is a whole backing file. It goes through the marker, frame header, trailer and

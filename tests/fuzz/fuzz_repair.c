@@ -1,7 +1,7 @@
 /* Fuzz target: opening a possibly torn file on a read-write mount, where fs/ff_repair.c finishes
  * interrupted commits and rebuilds a damaged seek table from the frames (fs/fmt.c's walk), and
  * fs/ff_load2.c replays a version 2 file's journal or rebuilds its footer from the slots
- * (fs/fmt2.c's walk).
+ * (fs/fmt2_scan.c's walk).
  *
  * The input is a whole backing file, opened, read in full and released; then opened again.
  * Invariants:

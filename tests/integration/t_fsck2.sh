@@ -163,7 +163,7 @@ sys.stdout.buffer.write((l * 1000)[:1300000])" >"$SRC/rep"
 #      problem (-n exits 4, "1 to repair") that -y repairs by dropping the journal (a settle:
 #      the same footer without it, seq + 1, at tail), exit 1. This build prints the line but
 #      counts no problem (fs/chk2.c chk2_report sets no bit for journal_bad) and fmt2_recover
-#      (fs/fmt2.c) does not settle, so -n and -y exit 0 and the journal stays: the checks of
+#      (fs/fmt2_recover.c) does not settle, so -n and -y exit 0 and the journal stays: the checks of
 #      store C on exit statuses, the summary and the second run fail until that is fixed.
 #   D: no valid footer and a bad block in a padded slot before good ones: the walk keeps it;
 #      the footer is repaired, the block is left (-y exits 1|4)

@@ -1,4 +1,4 @@
-/* Unit tests of format version 2 (fs/fmt2.c, fs/ff_slots.c, fs/ff_pair.c, fs/ff_load2.c):
+/* Unit tests of format version 2 (fs/fmt2*.c, fs/ff_slots.c, fs/ff_pair.c, fs/ff_load2.c):
  * frames, footer and journal round trips and every rejection rule; slots, padding and hole
  * runs written on a temporary file and walked back by fmt2_scan; the footer pair's recovery
  * (both journals, a newer one lost, an older one gone, no usable pair, a footer naming no
