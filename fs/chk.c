@@ -453,8 +453,8 @@ int chk_file(int fd, const sb_super *store, chk_mode mode, uint64_t changed_afte
     int rc = chk_marker(&c);
     if (rc > 0 && c.version >= FMT_VERSION_2) {
         out->block_size = c.bs;
-        rc = chk2_file(fd, c.bs, out->file_len, mode, sb_ns(st.st_ctim) > changed_after_ns, say,
-                       ctx, out, &c.wrote);
+        rc = chk2_file(fd, fmt2_geo_of(c.version, c.bs), out->file_len, mode,
+                       sb_ns(st.st_ctim) > changed_after_ns, say, ctx, out, &c.wrote);
     } else if (rc > 0) {
         out->block_size = c.bs;
         c.raw = malloc((size_t)c.bs + FMT_BLOCK_OVERHEAD);
@@ -502,7 +502,7 @@ int chk_stat_file(int fd, chk_stat *out)
         return err == FMT_ERR_IO ? rc : 0;
     out->kind = CHK_OWN;
     if (m.version >= FMT_VERSION_2)
-        return chk2_stat_file(fd, m.block_size, out->apparent, out);
+        return chk2_stat_file(fd, fmt2_geo_of(m.version, m.block_size), out->apparent, out);
     fmt_trailer t;
     if ((err = fmt_trailer_read(fd, out->apparent, m.block_size, &t)) == FMT_ERR_NO_TRAILER) {
         fmt_scan_result sr;

@@ -18,7 +18,7 @@
 
 typedef struct {
     int fd;
-    uint32_t bs;
+    fmt2_geo g;                        /* the file's slots */
     chk_say_fn say;
     void *say_ctx;
     chk_result *r;
@@ -44,7 +44,7 @@ static void chk2_bad(chk2_ctx *c, uint32_t p, uint64_t i, const char *what)
     c->r->found |= p;
     c->r->bad_blocks += p == CHK_P_BLOCK;
     chk2_say(c, "block %llu (slot at offset %llu): %s", chk2_ull(i),
-             chk2_ull(fmt2_slot_off(c->bs, i)), what);
+             chk2_ull(fmt2_slot_off(c->g, i)), what);
 }
 
 /* The bytes of block i's frame as a reader gets them: a pending journal's copy (a check that
@@ -58,7 +58,7 @@ static const uint8_t *chk2_frame_bytes(chk2_ctx *c, uint64_t i, uint32_t *k, siz
         *avail = r->je[*k].frame_len;
         return r->je[*k].frame;
     }
-    uint64_t at = fmt2_slot_off(c->bs, i), want = fmt2_slot_len(c->bs);
+    uint64_t at = fmt2_slot_off(c->g, i), want = fmt2_slot_len(c->g);
     if (at >= r->file_len)
         return NULL;
     if (want > r->file_len - at)
@@ -73,8 +73,8 @@ static const uint8_t *chk2_frame_bytes(chk2_ctx *c, uint64_t i, uint32_t *k, siz
 static void chk2_padding(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, uint32_t flen)
 {
     const fmt2_footer *ft = &c->rec->ft;
-    uint64_t slot_end = i + 1 < ft->n_blocks ? fmt2_slot_len(c->bs)
-                                             : ft->tail - fmt2_slot_off(c->bs, i);
+    uint64_t slot_end = (i + 1 < ft->n_blocks ? fmt2_slot_off(c->g, i + 1) : ft->tail) -
+                        fmt2_slot_off(c->g, i);
     if (p != c->buf || slot_end == flen)
         return;                        /* a journal copy: its slot is rewritten from it */
     if (slot_end < flen + 8 || flen + 8 > avail || fmt_get32(p + flen) != FMT_SKIP_PAD ||
@@ -90,7 +90,7 @@ static int chk2_block_reads(chk2_ctx *c, const uint8_t *p, size_t avail, uint32_
     if (avail < FMT_FRAME_HEADER_LEN + 4)
         return 0;
     uint32_t word = fmt_get32(p + FMT_FRAME_HEADER_LEN), s = fmt_word_size(word);
-    if (s == 0 || s > c->bs || FMT_FRAME_HEADER_LEN + fmt_block_len(word) > avail)
+    if (s == 0 || s > c->g.bs || FMT_FRAME_HEADER_LEN + fmt_block_len(word) > avail)
         return 0;
     return fmt_block_decode(word, p + FMT_FRAME_HEADER_LEN + 4, c->dec, want) == FMT_OK;
 }
@@ -100,7 +100,7 @@ static int chk2_block_reads(chk2_ctx *c, const uint8_t *p, size_t avail, uint32_
 static void chk2_records(chk2_ctx *c, uint64_t i, uint32_t flen, uint32_t bsum, uint32_t len)
 {
     fmt2_rec_state st;
-    fmt_error err = fmt2_rec_load(c->fd, fmt2_slot_off(c->bs, i) + flen, NULL, 0, bsum,
+    fmt_error err = fmt2_rec_load(c->fd, fmt2_slot_off(c->g, i) + flen, NULL, 0, bsum,
                                   c->group, c->dec, len, &st);
     if (err == FMT_ERR_CORRUPT)
         chk2_bad(c, CHK_P_BLOCK, i, "a page record's data do not decode");
@@ -115,7 +115,7 @@ static void chk2_chain(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, 
     uint32_t len, flen;
     if (c->rec->chain_fixed && !c->rec->settled)
         return;
-    fmt_error err = fmt2_chain_parse(p, avail, c->bs, 1, &len, &flen);
+    fmt_error err = fmt2_chain_parse(p, avail, c->g.bs, 1, &len, &flen);
     if (err != FMT_OK)
         chk2_bad(c, CHK_P_BLOCK, i, err == FMT_ERR_CHECKSUM ? "the chained frame's content "
                  "checksum or length does not match" : "the chained frame is damaged");
@@ -128,7 +128,7 @@ static void chk2_chain(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, 
 static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
 {
     const fmt2_footer *ft = &c->rec->ft;
-    uint32_t want = i + 1 < ft->n_blocks ? c->bs : (uint32_t)(ft->size - i * c->bs);
+    uint32_t want = i + 1 < ft->n_blocks ? c->g.bs : (uint32_t)(ft->size - i * c->g.bs);
     size_t avail = 0;
     const uint8_t *p = chk2_frame_bytes(c, i, k, &avail);
     if (p == c->buf && avail > 4 && p[4] == FMT2_FLG_CHAIN && i + 1 == ft->n_blocks) {
@@ -136,7 +136,7 @@ static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
         return;
     }
     uint32_t len, word, flen;
-    fmt_error err = p ? fmt2_frame_parse(p, avail, c->bs, 1, &len, &word, &flen)
+    fmt_error err = p ? fmt2_frame_parse(p, avail, c->g.bs, 1, &len, &word, &flen)
                       : FMT_ERR_CORRUPT;
     if (err == FMT_ERR_CORRUPT && p && chk2_block_reads(c, p, avail, want)) {
         chk2_bad(c, CHK_P_WALK, i, "frame header or end damaged (lz4 -d stops here; reads "
@@ -173,16 +173,16 @@ static uint32_t chk2_run(chk2_ctx *c, uint64_t i, uint32_t k)
     while (k < r->jn && r->je[k].block < i)
         k++;
     if ((k < r->jn && r->je[k].block == i) ||
-        fmt_pread_all(c->fd, h, sizeof(h), fmt2_slot_off(c->bs, i)) < 0)
+        fmt_pread_all(c->fd, h, sizeof(h), fmt2_slot_off(c->g, i)) < 0)
         return 0;
-    uint32_t m = fmt2_run_head_parse(h, sizeof(h), c->bs);
+    uint32_t m = fmt2_run_head_parse(h, sizeof(h), c->g.bs);
     if (!m)
         return 0;
-    if (i % fmt2_run_group(c->bs) + m > fmt2_run_group(c->bs) || i + m >= r->ft.n_blocks)
+    if (i % fmt2_run_group(c->g.bs) + m > fmt2_run_group(c->g.bs) || i + m >= r->ft.n_blocks)
         chk2_bad(c, CHK_P_BLOCK, i, "a hole run that crosses its group or holds the last block");
-    else if (!fmt2_run_tail_ok(c->fd, c->bs, i, m, 1))
+    else if (!fmt2_run_tail_ok(c->fd, c->g, i, m, 1))
         chk2_bad(c, CHK_P_BLOCK, i, "hole run: checksums, end or padding wrong");
-    else if (!fmt2_run_data_zero(c->fd, c->bs, i, m))
+    else if (!fmt2_run_data_zero(c->fd, c->g, i, m))
         chk2_bad(c, CHK_P_BLOCK, i, "hole run: its data do not read as zeros");
     return m;
 }
@@ -208,7 +208,7 @@ static void chk2_report(chk2_ctx *c, int write)
         p |= CHK_P_TORN;
         chk2_say(c, "the last block's chained frame ends torn (an append cut short by a "
                  "crash); its blocks that check hold %llu bytes: %s",
-                 chk2_ull(r->ft.size - (r->ft.n_blocks - 1) * (uint64_t)c->bs),
+                 chk2_ull(r->ft.size - (r->ft.n_blocks - 1) * (uint64_t)c->g.bs),
                  write ? "the frame's end and the footer rewritten behind them"
                        : "a repair ends the frame behind them");
     }
@@ -242,19 +242,19 @@ static void chk2_report(chk2_ctx *c, int write)
         c->r->fixed |= p;
 }
 
-int chk2_file(int fd, uint32_t bs, uint64_t file_len, chk_mode mode, int check_fresh,
+int chk2_file(int fd, fmt2_geo g, uint64_t file_len, chk_mode mode, int check_fresh,
               chk_say_fn say, void *ctx, chk_result *out, int *wrote)
 {
     fmt2_recovery rec;
     int write = mode >= CHK_PREEN;
-    fmt_error err = fmt2_recover(fd, file_len, bs, write, 0, check_fresh, &rec);
+    fmt_error err = fmt2_recover(fd, file_len, g, write, 0, check_fresh, &rec);
     if (err == FMT_OK && check_fresh)
-        err = fmt2_check_fresh(fd, bs, write, 0, &rec);
+        err = fmt2_check_fresh(fd, g, write, 0, &rec);
     if (err != FMT_OK)
         return -fmt_errno(err);
     uint8_t flags[4] = {0};
     (void)fmt_pread_all(fd, flags, sizeof(flags), FMT_MARKER_FLAGS_OFF);
-    chk2_ctx c = {fd, bs, say, ctx, out, &rec, malloc(fmt2_slot_len(bs)), malloc(bs), 0,
+    chk2_ctx c = {fd, g, say, ctx, out, &rec, malloc(fmt2_slot_len(g)), malloc(g.bs), 0,
                   fmt2_rec_group_of(fmt_get32(flags))};
     int rc = c.buf && c.dec ? 0 : -ENOMEM;
     *wrote |= write && (rec.settled || rec.replayed || rec.unsynced_cut);
@@ -293,14 +293,14 @@ static int chk2_is_hole(int fd, uint64_t at, uint32_t len, uint64_t page)
     return fmt2_reads_zero(fd, lo, a) && fmt2_reads_zero(fd, b, hi);
 }
 
-int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
+int chk2_stat_file(int fd, fmt2_geo g, uint64_t file_len, chk_stat *out)
 {
     fmt2_footer ft;
-    fmt_error err = fmt2_footer_find(fd, file_len, bs, &ft);
+    fmt_error err = fmt2_footer_find(fd, file_len, g, &ft);
     if (err == FMT_ERR_NO_TRAILER) {
         fmt2_scan_result sr;
         out->torn = 1;
-        if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
+        if ((err = fmt2_scan(fd, file_len, g, 0, &sr)) == FMT_OK)
             ft.size = sr.size, ft.n_blocks = sr.n_blocks;
     }
     if (err != FMT_OK)
@@ -310,11 +310,11 @@ int chk2_stat_file(int fd, uint32_t bs, uint64_t file_len, chk_stat *out)
     uint64_t page = fstat(fd, &st) == 0 && st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
     for (uint64_t i = 0; i < ft.n_blocks; i++) {
         uint8_t h[FMT2_HOLE_HEAD];
-        uint64_t at = fmt2_slot_off(bs, i);
+        uint64_t at = fmt2_slot_off(g, i);
         if (fmt_pread_all(fd, h, sizeof(h), at) < 0)
             return -EIO;
         uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN), m;
-        if ((m = fmt2_run_head_parse(h, sizeof(h), bs)) != 0) {
+        if ((m = fmt2_run_head_parse(h, sizeof(h), g.bs)) != 0) {
             out->zero_blocks += m;
             i += m - 1;
             continue;

@@ -155,7 +155,7 @@ static int ff_brick_encode(ff_brick *b)
 static int ff_brick_write(ff_brick *b, uint64_t pad_at, uint64_t pad_end)
 {
     ff_file *f = b->f;
-    uint32_t bs = f->bs;
+    fmt2_geo g = ff2_geo(f);
     int rc = ff_brick_encode(b);
     if (rc != 0)
         return rc;
@@ -169,15 +169,15 @@ static int ff_brick_write(ff_brick *b, uint64_t pad_at, uint64_t pad_end)
         rc = ff2_pad(f, pad_at, pad_end, 1);
     for (uint64_t k = 0; rc == 0 && k < b->fr.n; k++) {
         const ff2_frame *e = &b->fr.v[k];
-        rc = fmt2_write_slot(fd, bs, e->block, e->frame, e->frame_len, e->len, 0,
-                             fmt2_slot_off(bs, e->block + 1),
+        rc = fmt2_write_slot(fd, g, e->block, e->frame, e->frame_len, e->len, 0,
+                             fmt2_slot_off(g, e->block + 1),
                              b->with_marker && e->block == 0 ? b->marker : NULL);
     }
     cr_restore(was);
     pthread_rwlock_unlock(&f->io);
     if (rc == 0) {
         const ff2_frame *e = &b->fr.v[b->fr.n - 1];
-        b->tail = fmt2_slot_off(bs, e->block) + e->frame_len;
+        b->tail = fmt2_slot_off(g, e->block) + e->frame_len;
     }
     return rc;
 }

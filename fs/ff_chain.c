@@ -86,11 +86,11 @@ static int ff_chain_file_able(const ff_file *f)
      * alone would not be the block */
     int recs = f->rec_flag || f->rec_old;
     if (v->footerless || v->j_pending ||
-        (recs && v->tail >= fmt2_slot_off(f->bs, n) &&
+        (recs && v->tail >= fmt2_slot_off(ff2_geo(f), n) &&
          !(f->rec && f->rec[i].known && f->rec[i].used == 0)))
         return 0;
     if (v->paired)
-        return v->area == fmt2_slot_off(f->bs, n);
+        return v->area == fmt2_slot_off(ff2_geo(f), n);
     return !(v->j_live || v->j_len || v->eof != v->tail + FMT2_FOOTER_LEN);
 }
 
@@ -141,7 +141,7 @@ static size_t ff_chain_after(const ff_file *f, uint64_t at, const fmt2_footer *f
 static int ff_chain_put(ff_file *f, uint8_t *link, size_t link_len, uint64_t frame_len,
                         const fmt2_footer *ft)
 {
-    uint64_t i = f->n_blocks - 1, at = fmt2_slot_off(f->bs, i), end = at + frame_len;
+    uint64_t i = f->n_blocks - 1, at = fmt2_slot_off(ff2_geo(f), i), end = at + frame_len;
     uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
     uint64_t new_end = end - FMT_FRAME_END_LEN + link_len;
     uint8_t head[FMT_FRAME_HEADER_LEN], after[FMT2_FOOTER_LEN];
@@ -170,7 +170,7 @@ static int ff_chain_put(ff_file *f, uint8_t *link, size_t link_len, uint64_t fra
  * slot padded up to it, as a pair commit that rewrites the last block leaves it). */
 static int ff_chain_write(ff_file *f, const eng_tail_out *o, uint64_t frame_len, uint32_t links)
 {
-    uint64_t i = f->n_blocks - 1, end = fmt2_slot_off(f->bs, i) + frame_len;
+    uint64_t i = f->n_blocks - 1, end = fmt2_slot_off(ff2_geo(f), i) + frame_len;
     uint32_t old_len = ff_chain_old_len(f), len = (uint32_t)ff_blen(f, i);
     ff_blk *b = &f->blk[i];
     uint8_t *link = malloc(len - old_len + FMT2_CHAIN_LINK_OVERHEAD);
@@ -268,7 +268,8 @@ int ff_chain_commit(ff_file *f, int durable)
     if (rc < 0)
         return rc;
     uint64_t grown = frame_len + (len - old_len) + FMT2_CHAIN_LINK_OVERHEAD - FMT_FRAME_END_LEN;
-    if (fmt2_slot_off(f->bs, i) + frame_len > f->v2.tail || grown > f->bs + FMT2_FRAME_OVERHEAD ||
+    if (fmt2_slot_off(ff2_geo(f), i) + frame_len > f->v2.tail ||
+        grown > f->bs + FMT2_FRAME_OVERHEAD ||
         links + (len - old_len) + FMT2_CHAIN_LINK_OVERHEAD > ff_chain_budget(f->bs)) {
         if (f->tail)                   /* written whole, compressed from scratch */
             eng_tail_reset(f->tail);

@@ -39,6 +39,7 @@
 #include "eng_tail.h"
 #include "ffile.h"
 #include "fmt.h"
+#include "fmt2.h"
 #include "lru.h"
 
 #define FF_FRAME_MAX_BLOCKS 16u        /* bounds a frame (and a retired skippable) */
@@ -297,6 +298,8 @@ static inline uint32_t ff_new_version(const ff_env *env)
 }
 
 /* Decoded length of block i: bs, or less for the last block. */
+/* Where a version 2 (or later) file's slots lie. */
+static inline fmt2_geo ff2_geo(const ff_file *f) { return fmt2_geo_of(f->version, f->bs); }
 static inline uint64_t ff_blen(const ff_file *f, uint64_t i)
 {
     return i + 1 < f->n_blocks ? f->bs : f->size - i * f->bs;
@@ -468,7 +471,7 @@ void ff2_rollback(ff_file *f);
 int ff2_promise(ff_file *f);
 int ff2_release(ff_file *f);
 int ff2_pair_rest(ff_file *f);     /* ff_pair.c: a pair over one block left at the last close */
-int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size);
+int ff2_stat_size(int fd, uint64_t file_len, fmt2_geo g, int check_fresh, uint64_t *size);
 int ff2_may_have_lost_power(const ff_env *env, uint64_t ctime_ns);
 uint64_t ff_max_size(const ff_file *f);
 

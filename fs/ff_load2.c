@@ -96,9 +96,9 @@ int ff2_load(ff_file *f, uint64_t file_len)
     fmt2_recovery r;
     int ro = f->env->opt.read_only;
     int crashed = ff2_may_have_lost_power(f->env, f->ctime_ns);
-    fmt_error err = fmt2_recover(f->fd, file_len, f->bs, !ro, f->v2.zsum, crashed, &r);
+    fmt_error err = fmt2_recover(f->fd, file_len, ff2_geo(f), !ro, f->v2.zsum, crashed, &r);
     if (err == FMT_OK && crashed)
-        err = fmt2_check_fresh(f->fd, f->bs, !ro, 1, &r);
+        err = fmt2_check_fresh(f->fd, ff2_geo(f), !ro, 1, &r);
     int rc = err == FMT_OK ? ff_reserve(f, r.ft.n_blocks) : -fmt_errno(err);
     uint8_t flags[4];
     if (rc == 0 && f->version >= FMT_VERSION_4 &&
@@ -163,13 +163,13 @@ int ff2_empty(ff_file *f)
     return rc;
 }
 
-int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint64_t *size)
+int ff2_stat_size(int fd, uint64_t file_len, fmt2_geo g, int check_fresh, uint64_t *size)
 {
     fmt2_footer ft;
-    fmt_error err = fmt2_footer_find(fd, file_len, bs, &ft);
+    fmt_error err = fmt2_footer_find(fd, file_len, g, &ft);
     if (err == FMT_ERR_NO_TRAILER) {
         fmt2_scan_result sr;
-        if ((err = fmt2_scan(fd, file_len, bs, 0, &sr)) == FMT_OK)
+        if ((err = fmt2_scan(fd, file_len, g, 0, &sr)) == FMT_OK)
             ft.size = sr.size;
         *size = ft.size;
         return err == FMT_OK ? 1 : -fmt_errno(err);  /* the repair's walk decides */
@@ -183,14 +183,14 @@ int ff2_stat_size(int fd, uint64_t file_len, uint32_t bs, int check_fresh, uint6
         uint8_t *buf;
         fmt2_jentry *e;
         uint32_t n;
-        err = fmt2_journal_read(fd, ft.j_off, ft.j_len, ft.seq, bs, ft.n_blocks, &buf, &e, &n);
+        err = fmt2_journal_read(fd, ft.j_off, ft.j_len, ft.seq, g.bs, ft.n_blocks, &buf, &e, &n);
         free(buf);
         free(e);
         if (err != FMT_OK)
             return err == FMT_ERR_NO_TRAILER ? 1 : -fmt_errno(err);
     }
     /* the open's check decides, and so does its look at a chain a crash may have torn */
-    return check_fresh && (ft.fresh < ft.n_blocks || fmt2_chain_suspect(fd, file_len, bs, &ft));
+    return check_fresh && (ft.fresh < ft.n_blocks || fmt2_chain_suspect(fd, file_len, g, &ft));
 }
 
 /* A commit that failed before its footer (a full disk) may have overwritten the old footer

@@ -21,11 +21,11 @@
 #define FF2_PAIR_SLACK 2048u
 #define FF2_PAIR_ZEROS (32u << 10)     /* the most opening the pair writes ahead of a journal */
 #define FF2_PAIR_SMALL(bs) ((uint64_t)(bs) / 2 - FMT2_PAIR_LEN)
-static uint64_t ff2_pair_half(uint32_t bs, uint64_t n, uint64_t jlen)
+static uint64_t ff2_pair_half(fmt2_geo g, uint64_t n, uint64_t jlen)
 {
-    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = fmt2_slot_off(bs, n) / 16;
-    if (most < FF2_PAIR_SMALL(bs))
-        most = FF2_PAIR_SMALL(bs);
+    uint64_t want = jlen + jlen / 4 + FF2_PAIR_SLACK, most = fmt2_slot_off(g, n) / 16;
+    if (most < FF2_PAIR_SMALL(g.bs))
+        most = FF2_PAIR_SMALL(g.bs);
     uint64_t half = (want < most ? want : most) / FMT2_PAIR_LEN * FMT2_PAIR_LEN;
     return jlen + 8 <= half ? half : 0;    /* room for the padding behind it */
 }
@@ -42,7 +42,7 @@ int ff2_pair_wanted(const ff_file *f, const ff2_frames *fr, const ff2_target *t)
     int promised;
     fmt2_jentry *e = ff2_jentries(f, fr, &n_j, &promised);
     int yes = e && (t->durable || promised) &&
-              ff2_pair_half(f->bs, t->n, fmt2_journal_len(e, n_j));
+              ff2_pair_half(ff2_geo(f), t->n, fmt2_journal_len(e, n_j));
     free(e);
     return yes;
 }
@@ -89,7 +89,7 @@ static int ff2_pair_lay_out(ff_file *f, uint64_t n, uint64_t tail, uint64_t jlen
      * It is zeroed here, on the disk with the pair commit's sync. */
     if (rc == 0 && (uint64_t)st.st_size >= tail + FMT2_FOOTER_LEN)
         rc = fmt2_zero(f->fd, (uint64_t)st.st_size - FMT2_FOOTER_LEN, FMT2_FOOTER_LEN);
-    uint64_t area = fmt2_slot_off(f->bs, n), half = ff2_pair_half(f->bs, n, jlen);
+    uint64_t area = fmt2_slot_off(ff2_geo(f), n), half = ff2_pair_half(ff2_geo(f), n, jlen);
     uint64_t end = area + 2 * half;
     if (rc == 0 && end < (uint64_t)st.st_size)
         end = (uint64_t)st.st_size;
@@ -180,7 +180,7 @@ int ff2_commit_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
      * writes that padding); otherwise the tail stays where the last slot ends, and a padding
      * frame from there reaches the area */
     if (fr->v[fr->n - 1].block + 1 == t->n)
-        t->tail = fmt2_slot_off(f->bs, t->n);
+        t->tail = fmt2_slot_off(ff2_geo(f), t->n);
     if (rc == 0)
         rc = ff2_pair_journal(f, e, n_j, at, &jlen);
     free(e);
@@ -224,7 +224,7 @@ int ff2_commit_open_pair(ff_file *f, const ff2_frames *fr, ff2_target *t)
     if (last->block + 1 == t->n)
         flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
     uint64_t jlen = FMT2_J_HEAD + FMT2_J_ENTRY + 4 + flen;
-    if (!flen || !ff2_pair_half(f->bs, t->n, jlen))
+    if (!flen || !ff2_pair_half(ff2_geo(f), t->n, jlen))
         return 1;
     int rc = ff2_pair_lay_out(f, t->n, t->tail, jlen), unfilled = 1;
     if (rc == 0 && (unfilled = ff2_pair_prefill(f)) < 0)

@@ -16,15 +16,15 @@
  * 9.5.1), whose blocks read as zeros. The run found is kept for the reads that follow. */
 static int ff_in_run(ff_file *f, uint64_t off)
 {
-    uint64_t slot = fmt2_slot_len(f->bs), base = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN;
-    uint64_t i = off >= base ? (off - base) / slot : 0, a;
+    uint64_t base = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN, a;
+    uint64_t i = off >= base ? fmt2_slot_of(ff2_geo(f), off - FMT_FRAME_HEADER_LEN) : 0;
     uint32_t m;
     if (f->version < FMT_VERSION_2 || ff2_word_off(f, i) != off)
         return 0;                      /* not a slot: a journal's copy (read-only mounts) */
     uint64_t hint = atomic_load(&f->run_hint);
     if (hint && i >= hint >> 8 && i < (hint >> 8) + (hint & 0xFF))
         return 1;
-    if (fmt2_run_find(f->fd, f->bs, i, &a, &m) != FMT_OK)
+    if (fmt2_run_find(f->fd, ff2_geo(f), i, &a, &m) != FMT_OK)
         return 0;
     atomic_store(&f->run_hint, a << 8 | m);
     return 1;
@@ -39,7 +39,7 @@ static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsu
                              const uint8_t *probe, size_t probe_len, uint8_t *dst, uint64_t len)
 {
     fmt2_rec_state st;
-    uint64_t end = fmt2_slot_off(f->bs, i) + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
+    uint64_t end = fmt2_slot_off(ff2_geo(f), i) + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
     return fmt2_rec_load(f->fd, end, probe, probe_len, bsum, f->rec_group, dst, (uint32_t)len,
                          &st);
 }
@@ -385,7 +385,7 @@ static int ff_block_is_hole(ff_file *f, uint64_t i, uint64_t *next)
     if (b->state != FF_CLEAN || (b->off & FMT_ENTRY_ZERO) || f->version < FMT_VERSION_2 ||
         (b->off & FMT_OFFSET_MASK) != word_off || (b->word && !(b->word & FMT_RAW_BIT)))
         return b->state == FF_ZERO || (b->state == FF_CLEAN && (b->off & FMT_ENTRY_ZERO));
-    int r = fmt2_slot_hole(f->fd, f->bs, i, len, ff2_zsum(f, len), &a, &m);
+    int r = fmt2_slot_hole(f->fd, ff2_geo(f), i, len, ff2_zsum(f, len), &a, &m);
     if (r <= 0)
         return 0;                      /* data, or a failure: data is the safe answer */
     for (uint64_t j = i; j < a + m && j < f->n_blocks; j++)

@@ -105,7 +105,7 @@ static int ff_rec_slot_ok(const ff_file *f, uint64_t i)
 {
     return ff_rec_stays(f, i) &&
            (i + 1 < f->n_stored || (f->version >= FMT_VERSION_2 &&
-                                    f->v2.tail == fmt2_slot_off(f->bs, f->n_stored)));
+                                    f->v2.tail == fmt2_slot_off(ff2_geo(f), f->n_stored)));
 }
 
 void ff_rec_range(ff_file *f, uint64_t i, uint64_t lo, uint64_t hi, int first)
@@ -144,7 +144,7 @@ void ff_rec_reset(ff_file *f)
 /* Where stored block i's frame ends: its slot's padding header, and the records, follow. */
 static uint64_t ff_rec_frame_end(const ff_file *f, uint64_t i)
 {
-    return fmt2_slot_off(f->bs, i) + FMT2_FRAME_OVERHEAD + fmt_word_size(f->blk[i].word);
+    return fmt2_slot_off(ff2_geo(f), i) + FMT2_FRAME_OVERHEAD + fmt_word_size(f->blk[i].word);
 }
 
 /* What slot i holds of records: read once, then kept until a write of the slot forgets it. */

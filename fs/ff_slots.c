@@ -134,13 +134,13 @@ int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
 
 uint64_t ff2_word_off(const ff_file *f, uint64_t i)
 {
-    return fmt2_slot_off(f->bs, i) + FMT_FRAME_HEADER_LEN;
+    return fmt2_slot_off(ff2_geo(f), i) + FMT_FRAME_HEADER_LEN;
 }
 
 /* Where slot i's extent ends once the file has n blocks and its last slot ends at tail. */
 static uint64_t ff2_slot_end(const ff_file *f, uint64_t i, uint64_t n, uint64_t tail)
 {
-    return i + 1 < n ? fmt2_slot_off(f->bs, i + 1) : tail;
+    return i + 1 < n ? fmt2_slot_off(ff2_geo(f), i + 1) : tail;
 }
 
 /* Checksum of a hole of len bytes: hashing a whole block of zeros per hole made a large
@@ -164,7 +164,7 @@ static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t 
     if (first)
         fmt2_marker_encode(f->version, f->bs, fmt2_rec_flags(f->rec_group, f->rec_flag),
                            f->env->sb.uuid, marker);
-    return fmt2_write_slot(f->fd, f->bs, e->block, e->frame_len ? e->frame : NULL,
+    return fmt2_write_slot(f->fd, ff2_geo(f), e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
                            ff2_slot_end(f, e->block, n, tail), first ? marker : NULL);
 }
@@ -194,8 +194,8 @@ int ff2_open_last(ff_file *f, uint64_t *at, uint64_t *end)
         return 0;
     uint64_t last = f->n_stored - 1, flen = 0;
     int rc = ff2_stored_frame_len(f, last, &flen);
-    *at = fmt2_slot_off(f->bs, last) + flen;
-    *end = rc == 0 ? fmt2_slot_off(f->bs, f->n_stored) : 0;
+    *at = fmt2_slot_off(ff2_geo(f), last) + flen;
+    *end = rc == 0 ? fmt2_slot_off(ff2_geo(f), f->n_stored) : 0;
     return rc;
 }
 
@@ -223,13 +223,13 @@ static int ff2_new_tail(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t *
         flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
     else
         rc = ff2_stored_frame_len(f, n - 1, &flen);
-    uint64_t end = fmt2_slot_off(f->bs, n - 1) + flen;
+    uint64_t end = fmt2_slot_off(ff2_geo(f), n - 1) + flen;
     if (rc == 0 && n == f->n_stored && end < f->v2.tail)
         end = f->v2.tail - end >= 8 ? f->v2.tail : end + 8;
     /* a last block rewritten in place after a small change gets its slot's padding, for
      * the page records of the commits after */
-    if (rc == 0 && last && ff_rec_pads_last(f, n) && end + 8 <= fmt2_slot_off(f->bs, n))
-        end = fmt2_slot_off(f->bs, n);
+    if (rc == 0 && last && ff_rec_pads_last(f, n) && end + 8 <= fmt2_slot_off(ff2_geo(f), n))
+        end = fmt2_slot_off(ff2_geo(f), n);
     *tail = end;
     return rc;
 }
@@ -257,7 +257,7 @@ static int ff2_clear_old(ff_file *f, const ff2_frames *fr)
     for (uint64_t k = 0; k < fr->n; k++) {
         if (fr->v[k].block < f->n_stored || fr->v[k].frame_len)
             continue;
-        uint64_t at = fmt2_slot_off(f->bs, fr->v[k].block);
+        uint64_t at = fmt2_slot_off(ff2_geo(f), fr->v[k].block);
         if (at >= f->v2.eof)
             return 0;
         int rc = fmt2_zero(f->fd, at, f->v2.eof - at);
@@ -293,7 +293,7 @@ static int ff2_write_appends(ff_file *f, ff2_frames *fr, uint64_t n, uint64_t ta
     for (uint64_t k = 0; rc == 0 && k < fr->n;) {
         uint64_t run = fr->v[k].block >= f->n_stored ? ff2_hole_run(f, fr, k, n) : 0;
         if (run) {
-            rc = fmt2_write_hole_run(f->fd, f->bs, fr->v[k].block, fr->v[k].block + run,
+            rc = fmt2_write_hole_run(f->fd, ff2_geo(f), fr->v[k].block, fr->v[k].block + run,
                                      ff2_zsum(f, f->bs), f->version >= FMT_VERSION_3);
             ff2_mark_runs(f, fr, k, run);
             k += run;
@@ -314,7 +314,7 @@ static int ff2_run_of(ff_file *f, uint64_t i, uint64_t *a, uint32_t *m)
     uint32_t size = fmt_word_size(b->word);
     if (b->word && size > 0 && size <= f->bs)
         return 0;                      /* a frame of its own */
-    fmt_error err = fmt2_run_find(f->fd, f->bs, i, a, m);
+    fmt_error err = fmt2_run_find(f->fd, ff2_geo(f), i, a, m);
     return err == FMT_OK ? 1 : err == FMT_ERR_IO ? -EIO : 0;
 }
 
@@ -408,7 +408,7 @@ static uint64_t ff2_holes_from(ff_file *f, uint64_t i)
         return 0;
     if (f->rec_flag)
         recs = f->rec[i].used;
-    return (fmt2_slot_off(f->bs, i) + flen + 8 + recs + 4095) & ~4095ull;
+    return (fmt2_slot_off(ff2_geo(f), i) + flen + 8 + recs + 4095) & ~4095ull;
 }
 
 /* A slot's padding was given back to the backing filesystem, so a frame that grows needs
@@ -420,7 +420,7 @@ static uint64_t ff2_holes_from(ff_file *f, uint64_t i)
 int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
 {
     for (uint32_t k = 0; k < n; k++) {
-        uint64_t at = fmt2_slot_off(f->bs, e[k].block);
+        uint64_t at = fmt2_slot_off(ff2_geo(f), e[k].block);
         uint64_t len = (e[k].frame_len ? e[k].frame_len : FMT2_HOLE_HEAD) + 8;
         uint64_t data = e[k].frame_len ? ff2_holes_from(f, e[k].block) : 0;
         if (data > at)
@@ -494,7 +494,7 @@ int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t ta
         const ff2_frame *e = &fr->v[k];
         const uint8_t *ft = e->block + 1 == n ? footer : NULL;
         if (e->frame_len) {
-            rc = fmt2_rewrite_slot(f->fd, f->bs, e->block, e->frame, e->frame_len, e->len,
+            rc = fmt2_rewrite_slot(f->fd, ff2_geo(f), e->block, e->frame, e->frame_len, e->len,
                                    ff2_slot_end(f, e->block, n, tail),
                                    ff2_holes_from(f, e->block), ft);
         } else {
@@ -675,9 +675,9 @@ static int ff2_redo_journal(ff_file *f)
     int rc = 0;
     ff_io_exclusive(f);
     for (uint32_t k = 0; rc == 0 && k < n; k++)
-        rc = fmt2_write_slot(f->fd, f->bs, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
+        rc = fmt2_write_slot(f->fd, ff2_geo(f), e[k].block, e[k].frame, e[k].frame_len, e[k].len,
                              e[k].frame ? 0 : ff2_zsum(f, e[k].len),
-                             e[k].block + 1 < f->v2.jp_n ? fmt2_slot_off(f->bs, e[k].block + 1)
+                             e[k].block + 1 < f->v2.jp_n ? fmt2_slot_off(ff2_geo(f), e[k].block + 1)
                                                          : f->v2.jp_tail, NULL);
     bc_forget_file(f->env->cache, f->id);
     ff_rec_reset(f);

@@ -340,14 +340,14 @@ int ff_stat_size(ff_env *env, int fd, uint64_t *size, int *own)
                          env->log);
     *own = rc >= 1;
     if (rc == 2) {                     /* a guess: the open puts the marker back */
-        ff2_stat_size(fd, (uint64_t)st.st_size, bs, 0, size);
+        ff2_stat_size(fd, (uint64_t)st.st_size, fmt2_geo_of(version, bs), 0, size);
         return 1;
     }
     *size = (uint64_t)st.st_size;
     if (rc <= 0)
         return rc;
     if (version >= FMT_VERSION_2)
-        return ff2_stat_size(fd, (uint64_t)st.st_size, bs,
+        return ff2_stat_size(fd, (uint64_t)st.st_size, fmt2_geo_of(version, bs),
                              ff2_may_have_lost_power(env, sb_ns(st.st_ctim)), size);
     fmt_trailer t;
     fmt_error err = fmt_trailer_read(fd, (uint64_t)st.st_size, bs, &t);

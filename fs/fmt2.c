@@ -141,16 +141,16 @@ static int fmt2_write_hole(int fd, uint32_t bs, uint64_t at, uint32_t len, uint3
 /* The frame's last bytes and the padding header go out in one write; the padding's payload
  * is given back to the backing filesystem, up to holes_from when that is not 0 (the pages
  * from there on are holes already). */
-static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
+static int fmt2_put_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame,
                          uint32_t frame_len, uint32_t len, uint32_t zsum, uint64_t end,
                          const uint8_t *marker, uint64_t holes_from, const uint8_t *footer)
 {
-    uint64_t at = fmt2_slot_off(bs, i);
+    uint64_t at = fmt2_slot_off(g, i);
     uint8_t tail[FMT2_HOLE_TAIL + 8 + FMT2_KILL_LEN];
     size_t tail_len = 0;
     int rc = 0;
     if (!frame) {
-        rc = fmt2_write_hole(fd, bs, at, len, zsum, tail);
+        rc = fmt2_write_hole(fd, g.bs, at, len, zsum, tail);
         frame_len = len + FMT2_FRAME_OVERHEAD, tail_len = FMT2_HOLE_TAIL;
     }
     uint64_t fend = at + frame_len;
@@ -185,66 +185,73 @@ static int fmt2_put_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame,
     return rc;
 }
 
-int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+int fmt2_write_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                     uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker)
 {
-    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, zsum, end, marker, 0, NULL);
+    return fmt2_put_slot(fd, g, i, frame, frame_len, len, zsum, end, marker, 0, NULL);
 }
 
-int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+int fmt2_rewrite_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                       uint32_t len, uint64_t end, uint64_t holes_from, const uint8_t *footer)
 {
-    return fmt2_put_slot(fd, bs, i, frame, frame_len, len, 0, end, NULL, holes_from, footer);
+    return fmt2_put_slot(fd, g, i, frame, frame_len, len, 0, end, NULL, holes_from, footer);
 }
 
 /* Whole-block holes [a, b), each followed by a slot: between block i's data and block
- * i+1's lie i's tail, its padding and i+1's head (64 bytes), written at once. */
-static int fmt2_write_holes(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum)
+ * i+1's lie i's tail, its padding and i+1's head (64 bytes), written at once. Slots spaced
+ * otherwise get a hole each. */
+static int fmt2_write_holes(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum)
 {
-    uint8_t gap[FMT2_SLOT_EXTRA + FMT2_HOLE_HEAD], *g = gap + FMT2_HOLE_HEAD;
+    uint8_t gap[FMT2_SLOT_EXTRA + FMT2_HOLE_HEAD], *mid = gap + FMT2_HOLE_HEAD;
     int rc = 0;
+    if (g.extra != FMT2_SLOT_EXTRA || g.base != FMT_MARKER_LEN) {
+        for (uint64_t i = a; rc == 0 && i < b; i++)
+            rc = fmt2_put_slot(fd, g, i, NULL, 0, g.bs, zsum, fmt2_slot_off(g, i + 1), NULL, 0,
+                               NULL);
+        return rc;
+    }
     if (a < b) {
-        fmt2_hole_head(gap, bs, bs);
-        rc = fmt_pwrite_all(fd, gap, FMT2_HOLE_HEAD, fmt2_slot_off(bs, a));
+        fmt2_hole_head(gap, g.bs, g.bs);
+        rc = fmt_pwrite_all(fd, gap, FMT2_HOLE_HEAD, fmt2_slot_off(g, a));
     }
     memset(gap, 0, sizeof(gap));
-    fmt2_hole_tail(g, zsum);
-    fmt2_pad_header(g + FMT2_HOLE_TAIL, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD);
-    fmt2_hole_head(g + FMT2_SLOT_EXTRA - FMT2_HOLE_HEAD, bs, bs);
+    fmt2_hole_tail(mid, zsum);
+    fmt2_pad_header(mid + FMT2_HOLE_TAIL, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD);
+    fmt2_hole_head(mid + FMT2_SLOT_EXTRA - FMT2_HOLE_HEAD, g.bs, g.bs);
     for (uint64_t i = a; rc == 0 && i < b; i++) {
-        uint64_t data_end = fmt2_slot_off(bs, i) + FMT2_HOLE_HEAD + bs;
+        uint64_t data_end = fmt2_slot_off(g, i) + FMT2_HOLE_HEAD + g.bs;
         size_t n = i + 1 < b ? FMT2_SLOT_EXTRA : FMT2_HOLE_TAIL + 8;
-        rc = fmt_pwrite_all(fd, g, n, data_end);
+        rc = fmt_pwrite_all(fd, mid, n, data_end);
     }
     return rc;
 }
 
-int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum, int runs)
+int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum, int runs)
 {
-    uint64_t g = fmt2_run_group(bs);
+    uint64_t grp = fmt2_run_group(g.bs);
     int rc = 0;
-    if (!runs || g < 2)
-        return fmt2_write_holes(fd, bs, a, b, zsum);
+    if (!runs || grp < 2)
+        return fmt2_write_holes(fd, g, a, b, zsum);
     /* a run's head goes out with the end of the run before it when there is one */
     uint64_t prev = UINT64_MAX;
     uint32_t prev_m = 0;
     uint8_t head[FMT2_HOLE_HEAD];
     for (uint64_t i = a; rc == 0 && i < b;) {
-        uint64_t end = (i / g + 1) * g < b ? (i / g + 1) * g : b;
+        uint64_t end = (i / grp + 1) * grp < b ? (i / grp + 1) * grp : b;
         uint32_t m = (uint32_t)(end - i);
         if (m >= 2 && prev != UINT64_MAX) {
-            rc = fmt2_write_run_pair(fd, bs, prev, prev_m, m);
+            rc = fmt2_write_run_pair(fd, g, prev, prev_m, m);
         } else if (m >= 2) {
-            fmt2_run_head(head, bs, m);
-            rc = fmt_pwrite_all(fd, head, sizeof(head), fmt2_slot_off(bs, i));
+            fmt2_run_head(head, g.bs, m);
+            rc = fmt_pwrite_all(fd, head, sizeof(head), fmt2_slot_off(g, i));
         } else {
-            rc = prev != UINT64_MAX ? fmt2_write_run_end(fd, bs, prev, prev_m) : 0;
-            rc = rc < 0 ? rc : fmt2_write_holes(fd, bs, i, end, zsum);
+            rc = prev != UINT64_MAX ? fmt2_write_run_end(fd, g, prev, prev_m) : 0;
+            rc = rc < 0 ? rc : fmt2_write_holes(fd, g, i, end, zsum);
         }
         prev = m >= 2 ? i : UINT64_MAX, prev_m = m;
         i = end;
     }
-    return rc == 0 && prev != UINT64_MAX ? fmt2_write_run_end(fd, bs, prev, prev_m) : rc;
+    return rc == 0 && prev != UINT64_MAX ? fmt2_write_run_end(fd, g, prev, prev_m) : rc;
 }
 
 void fmt2_marker_encode(uint32_t version, uint32_t bs, uint32_t flags, const uint8_t uuid[16],

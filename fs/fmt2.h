@@ -62,15 +62,37 @@ typedef struct {
     const uint8_t *frame;
 } fmt2_jentry;
 
-static inline uint64_t fmt2_slot_len(uint32_t bs) { return (uint64_t)bs + FMT2_SLOT_EXTRA; }
-static inline uint64_t fmt2_slot_off(uint32_t bs, uint64_t i)
+/* Where a file's slots lie (FORMAT.md 9.3): its block size and the spacing of its slots.
+ * Everything that finds a slot takes one, made from the file's marker by fmt2_geo_of, so
+ * that a version may place its slots otherwise without a change at every caller. Slot i
+ * starts at base + i * (bs + extra), slot 0 right after the marker. */
+typedef struct {
+    uint32_t bs;                            /* block size */
+    uint32_t extra;                         /* slot length beyond bs */
+    uint32_t base;                          /* where slot i would start for i = 0 */
+} fmt2_geo;
+/* The geometry of a file of this version (2..FMT_VERSION) and block size: every version so
+ * far places slots alike. */
+static inline fmt2_geo fmt2_geo_of(uint32_t version, uint32_t bs)
 {
-    return FMT_MARKER_LEN + i * fmt2_slot_len(bs);
+    (void)version;
+    return (fmt2_geo){bs, FMT2_SLOT_EXTRA, FMT_MARKER_LEN};
+}
+/* The distance between two slots (slot 0 may be shorter: it starts at the marker's end). */
+static inline uint64_t fmt2_slot_len(fmt2_geo g) { return (uint64_t)g.bs + g.extra; }
+static inline uint64_t fmt2_slot_off(fmt2_geo g, uint64_t i)
+{
+    return i ? g.base + i * fmt2_slot_len(g) : FMT_MARKER_LEN;
+}
+/* The slot whose extent holds offset off (>= FMT_MARKER_LEN). */
+static inline uint64_t fmt2_slot_of(fmt2_geo g, uint64_t off)
+{
+    return off < fmt2_slot_off(g, 1) ? 0 : (off - g.base) / fmt2_slot_len(g);
 }
 /* Where the slots of n blocks end when the last one holds a frame of last_len bytes. */
-static inline uint64_t fmt2_slots_end(uint32_t bs, uint64_t n, uint64_t last_len)
+static inline uint64_t fmt2_slots_end(fmt2_geo g, uint64_t n, uint64_t last_len)
 {
-    return n ? fmt2_slot_off(bs, n - 1) + last_len : FMT_MARKER_LEN;
+    return n ? fmt2_slot_off(g, n - 1) + last_len : FMT_MARKER_LEN;
 }
 
 /* The 8-byte header of a padding frame (FMT_SKIP_PAD) that is len bytes long in all
@@ -116,7 +138,7 @@ fmt_error fmt2_frame_parse(const uint8_t *buf, size_t avail, uint32_t bs, int ve
  * is zsum (fmt2_zero_sum(len)). marker, when not NULL and i is 0, is the file's marker,
  * written in the same write: a file whose first slot reached the disk has its marker, even
  * if the write that made the file was lost (FORMAT.md 11.5). */
-int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+int fmt2_write_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                     uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker);
 /* The same for a frame (not a hole) rewritten in place, when the pages of slot i from
  * holes_from (a page boundary) on are known to be holes already (0: none known): punching
@@ -125,14 +147,14 @@ int fmt2_write_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint3
  * not NULL, is the encoded footer (FMT2_FOOTER_LEN bytes) that goes at end, after the slot:
  * in the same write when the frame reaches end, so a system call is saved and the kernel
  * copies it after the frame. */
-int fmt2_rewrite_slot(int fd, uint32_t bs, uint64_t i, const uint8_t *frame, uint32_t frame_len,
+int fmt2_rewrite_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                       uint32_t len, uint64_t end, uint64_t holes_from, const uint8_t *footer);
 /* Writes whole-block holes in slots [a, b), each followed by another slot. From a's slot on
  * the file must read as zeros already (the caller zeroes old bytes there first). runs 0
  * (version 2): one write of the bytes between two blocks' data per block. runs 1 (version
  * 3): the holes of each group form one hole run (FORMAT.md 9.5.1) where there are at least
  * two of them. */
-int fmt2_write_hole_run(int fd, uint32_t bs, uint64_t a, uint64_t b, uint32_t zsum, int runs);
+int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum, int runs);
 
 /* ---- hole runs, format version 3 (FORMAT.md 9.5.1; fmt2_run.c) ----
  * A run of m >= 2 whole-block holes a..a+m-1, all in one group of fmt2_run_group(bs) blocks
@@ -155,32 +177,32 @@ void fmt2_run_head(uint8_t out[FMT2_HOLE_HEAD], uint32_t bs, uint32_t m);
 uint32_t fmt2_run_head_parse(const uint8_t *h, size_t avail, uint32_t bs);
 /* Whether the run at block a of m blocks ends as it must: block checksum equal to the
  * content checksum (verify: both the zero sum), EndMark, padding header reaching a + m. */
-int fmt2_run_tail_ok(int fd, uint32_t bs, uint64_t a, uint32_t m, int verify);
+int fmt2_run_tail_ok(int fd, fmt2_geo g, uint64_t a, uint32_t m, int verify);
 /* Whether that run's data read as zeros (pages that are holes are not read). */
-int fmt2_run_data_zero(int fd, uint32_t bs, uint64_t a, uint32_t m);
+int fmt2_run_data_zero(int fd, fmt2_geo g, uint64_t a, uint32_t m);
 /* Whether [lo, hi) of the backing file reads as zeros; holes of the backing file (SEEK_DATA)
  * are not read. */
 int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi);
 /* Writing a run: its head (fmt2_run_head at slot a), then its end (checksums, EndMark,
  * padding header); its data must read as zeros already. */
-int fmt2_write_run_end(int fd, uint32_t bs, uint64_t a, uint32_t m);
+int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m);
 /* Writes the end of the run at a of m blocks and the head of the run of m_next blocks that
  * follows it at a + m in one write (the padding between them as zeros): one write and one
  * extent of the backing file per group of a long hole instead of two. */
-int fmt2_write_run_pair(int fd, uint32_t bs, uint64_t a, uint32_t m, uint32_t m_next);
+int fmt2_write_run_pair(int fd, fmt2_geo g, uint64_t a, uint32_t m, uint32_t m_next);
 /* Whether block i, of len logical bytes, is stored in its slot as zeros: a single hole
  * (9.5; zsum: XXH32 of len zeros) or part of a hole run; 1 with the blocks that are, [*a,
  * *a + *m); 0: a frame of data (or damage); -EIO. */
-int fmt2_slot_hole(int fd, uint32_t bs, uint64_t i, uint32_t len, uint32_t zsum, uint64_t *a,
+int fmt2_slot_hole(int fd, fmt2_geo g, uint64_t i, uint32_t len, uint32_t zsum, uint64_t *a,
                    uint32_t *m);
 /* The run that holds block i, whose slot does not begin with a frame of its own: *a, *m.
  * FMT_ERR_CORRUPT when there is none (a damaged slot), FMT_ERR_IO. */
-fmt_error fmt2_run_find(int fd, uint32_t bs, uint64_t i, uint64_t *a, uint32_t *m);
+fmt_error fmt2_run_find(int fd, fmt2_geo g, uint64_t i, uint64_t *a, uint32_t *m);
 
 void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN]);
 /* Reads and validates the footer ending at file_len; FMT_ERR_NO_TRAILER when absent or
  * damaged. */
-fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft);
+fmt_error fmt2_footer_read(int fd, uint64_t file_len, fmt2_geo g, fmt2_footer *ft);
 /* Writes the footer at off and cuts the file after it. */
 int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft);
 /* The same where the file is known to be at most len_now bytes long: no cut when the footer
@@ -188,11 +210,11 @@ int fmt2_footer_write(int fd, uint64_t off, const fmt2_footer *ft);
 int fmt2_footer_put(int fd, uint64_t off, const fmt2_footer *ft, uint64_t len_now);
 /* The paired footers at the end of a file of file_len bytes (a multiple of FMT2_PAIR_LEN)
  * that are valid, oldest first (*n: 0, 1 or 2). Their journals are not looked at. */
-fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[2], int *n);
+fmt_error fmt2_pair_read(int fd, uint64_t file_len, fmt2_geo g, fmt2_footer ft[2], int *n);
 /* The footer that says what the file holds as far as footers tell, for a reader that does
  * not recover: the version 2 footer ending the file, else the newer paired footer (whose
  * journal is not looked at). FMT_ERR_NO_TRAILER when there is neither. */
-fmt_error fmt2_footer_find(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft);
+fmt_error fmt2_footer_find(int fd, uint64_t file_len, fmt2_geo g, fmt2_footer *ft);
 /* Where footer place k (0, 1) of a file whose pair ends at eof lies. */
 static inline uint64_t fmt2_place_off(uint64_t eof, int k)
 {
@@ -224,15 +246,15 @@ typedef struct {
 
 /* Takes slots while their frames parse; a frame with a bad block checksum is kept when a
  * good frame follows it (it reads as EIO), dropped as a torn tail when it is the last. */
-fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out);
+fmt_error fmt2_scan(int fd, uint64_t file_len, fmt2_geo g, int verify, fmt2_scan_result *out);
 /* Parses the frame of slot i (buf: a slot's worth of bytes); FMT_ERR_CORRUPT when there is
  * none. *padded: the padding that a slot followed by another one carries is there, reaching
  * exactly the next slot. verify: the block and content checksums hold. */
-fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
+fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int verify,
                          uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded);
 /* Whether slot i, whose bytes (want of them) are in buf, begins a hole run that is whole:
  * its length, else 0. verify also checks its checksums and that its data read as zeros. */
-uint32_t fmt2_scan_run(int fd, uint32_t bs, uint64_t i, int verify, const uint8_t *buf,
+uint32_t fmt2_scan_run(int fd, fmt2_geo g, uint64_t i, int verify, const uint8_t *buf,
                        uint64_t want);
 
 /* What opening a file found, and did when it may write: the one recovery of version 2
@@ -272,7 +294,7 @@ typedef struct {
  * fmt2_zero_sum(bs) when known, else 0 (it is computed only if a hole is replayed).
  * crashed: a session that wrote the file may have ended in a crash (the clean mark, 1.5).
  * Returns FMT_OK or the error that stopped it. */
-fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
+fmt_error fmt2_recover(int fd, uint64_t file_len, fmt2_geo g, int write, uint32_t zsum,
                        int crashed, fmt2_recovery *r);
 void fmt2_recovery_free(fmt2_recovery *r);
 
@@ -304,7 +326,7 @@ int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
  * writing and something was cut, or promise is set, the file is then synced and the footer
  * says every block is promised (fresh = n), so that no later open checks them again.
  * Otherwise r->ft says the same, in memory only. */
-fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r);
+fmt_error fmt2_check_fresh(int fd, fmt2_geo g, int write, int promise, fmt2_recovery *r);
 
 /* ---- the chained last frame (version 5, fmt2_chain.c, docs/FORMAT.md 9.12) ----
  * The last slot of a version 5 file may hold its partial block as a chain: one frame of
@@ -356,14 +378,14 @@ int fmt2_pad_mend(int fd, uint64_t end, uint64_t to, int kill, int write, fmt_er
 /* Whether the last slot of the file the footer ft describes (no journal, not paired) holds
  * a chain, or a frame a link was written behind: after a crash, fmt2_chain_settle may cut
  * it, so its size is the open's to say. */
-int fmt2_chain_suspect(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft);
+int fmt2_chain_suspect(int fd, uint64_t file_len, fmt2_geo g, const fmt2_footer *ft);
 /* The last step of fmt2_recover (the daemon's open and fsck): when the last slot holds a
  * chain, or a frame a link was written behind, checks it whole. A chain that does not end as
  * the footer says, after a crash (crashed, or the footer was lost: r->torn), is cut to its
  * blocks that check, its header, end and footer written again (write), or r->ft says so in
  * memory; without a crash it is damage, left as it is (its block reads as EIO). Sets
  * r->chain_area when the last slot holds a chain that reads. */
-fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_recovery *r);
+fmt_error fmt2_chain_settle(int fd, fmt2_geo g, int write, int crashed, fmt2_recovery *r);
 
 /* ---- page records (version 4, fmt2_rec.c, docs/FORMAT.md 9.11) ----
  * A small change of a block is stored as a record in the padding of the block's own slot,
@@ -425,7 +447,7 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
  * frame_end: after its slot's padding when that reaches the next slot and records there
  * count (the writer keeps them while the footer's tail is the next slot), else at
  * frame_end. */
-uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint32_t len, uint64_t frame_end);
+uint64_t fmt2_rec_tail(int fd, fmt2_geo g, uint64_t n, uint32_t len, uint64_t frame_end);
 
 /* Zeroes [off, off+len) of the backing file, deallocating what it can. */
 int fmt2_zero(int fd, uint64_t off, uint64_t len);

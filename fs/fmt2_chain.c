@@ -204,31 +204,31 @@ static fmt_error fmt2_chain_end(int fd, uint64_t at, uint32_t bs, const uint8_t 
     return fmt2_footer_write(fd, ft->tail, ft) < 0 ? FMT_ERR_IO : FMT_OK;
 }
 
-int fmt2_chain_suspect(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft)
+int fmt2_chain_suspect(int fd, uint64_t file_len, fmt2_geo g, const fmt2_footer *ft)
 {
     return ft->n_blocks && !ft->j_len && !ft->paired &&
-           !fmt2_last_plain(fd, file_len, bs, ft, fmt2_slot_off(bs, ft->n_blocks - 1));
+           !fmt2_last_plain(fd, file_len, g.bs, ft, fmt2_slot_off(g, ft->n_blocks - 1));
 }
 
-fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_recovery *r)
+fmt_error fmt2_chain_settle(int fd, fmt2_geo g, int write, int crashed, fmt2_recovery *r)
 {
     fmt2_footer ft = r->ft;
     r->chain_area = 0;
     if (ft.n_blocks == 0)
         return FMT_OK;
-    uint64_t i = ft.n_blocks - 1, at = fmt2_slot_off(bs, i);
-    if (fmt2_last_plain(fd, r->file_len, bs, &ft, at))
+    uint64_t i = ft.n_blocks - 1, at = fmt2_slot_off(g, i);
+    if (fmt2_last_plain(fd, r->file_len, g.bs, &ft, at))
         return FMT_OK;
-    uint64_t avail = r->file_len - at < fmt2_slot_len(bs) ? r->file_len - at : fmt2_slot_len(bs);
-    uint8_t *buf = malloc(avail), *dst = malloc(bs);
+    uint64_t avail = r->file_len - at < fmt2_slot_len(g) ? r->file_len - at : fmt2_slot_len(g);
+    uint8_t *buf = malloc(avail), *dst = malloc(g.bs);
     fmt_error err = buf && dst ? FMT_OK : FMT_ERR_NOMEM;
     if (err == FMT_OK && fmt_pread_all(fd, buf, avail, at) < 0)
         err = FMT_ERR_IO;
     uint32_t len = 0, flen = 0;
-    uint64_t want = ft.size - i * (uint64_t)bs;
+    uint64_t want = ft.size - i * (uint64_t)g.bs;
     fmt2_chain_info ci = {0, 0, 0};
     /* whole, it may be padded to a later tail: the footer pair, or a journal, follows */
-    if (err == FMT_OK && fmt2_chain_parse(buf, avail, bs, 1, &len, &flen) == FMT_OK &&
+    if (err == FMT_OK && fmt2_chain_parse(buf, avail, g.bs, 1, &len, &flen) == FMT_OK &&
         len == want && at + flen <= ft.tail) {
         r->chain_area = flen - FMT2_FRAME_OVERHEAD + FMT_BLOCK_OVERHEAD;
         /* padded to a later tail (a pair link, FORMAT.md 11.8): the padding that the
@@ -236,15 +236,15 @@ fmt_error fmt2_chain_settle(int fd, uint32_t bs, int write, int crashed, fmt2_re
         if (crashed || r->torn)
             r->chain_padded = fmt2_pad_mend(fd, at + flen, ft.tail, 1, write, &err);
     } else if (err == FMT_OK && (crashed || r->torn) &&
-               fmt2_chain_prefix(buf, avail, bs, dst, &ci) == FMT_OK) {
+               fmt2_chain_prefix(buf, avail, g.bs, dst, &ci) == FMT_OK) {
         /* a link or the end a crash left torn: the blocks that check are the block */
-        ft.size = i * (uint64_t)bs + ci.len;
+        ft.size = i * (uint64_t)g.bs + ci.len;
         ft.fresh = ft.fresh < ft.n_blocks ? ft.fresh : ft.n_blocks;
         r->chain_area = ci.area, r->chain_fixed = 1;
         /* a journal or pair the footer names goes with the footer: its slots first */
         if (write && (ft.j_len || r->paired) && fdatasync(fd) < 0)
             err = FMT_ERR_IO;
-        if (err == FMT_OK && write && (err = fmt2_chain_end(fd, at, bs, dst, &ci, &ft)) == FMT_OK)
+        if (err == FMT_OK && write && (err = fmt2_chain_end(fd, at, g.bs, dst, &ci, &ft)) == FMT_OK)
             r->file_len = ft.tail + FMT2_FOOTER_LEN, r->settled = 1, r->paired = 0;
         else if (!write)
             ft.tail = at + FMT_FRAME_HEADER_LEN + ci.area + FMT_FRAME_END_LEN;

@@ -22,13 +22,13 @@ void fmt2_footer_encode(const fmt2_footer *ft, uint8_t out[FMT2_FOOTER_LEN])
     fmt_put32(out + 60, XXH32(out + 8, 52, 0));
 }
 
-static int fmt2_footer_sane(const fmt2_footer *ft, uint32_t bs, uint64_t start)
+static int fmt2_footer_sane(const fmt2_footer *ft, fmt2_geo g, uint64_t start)
 {
     if (ft->size > FMT2_MAX_SIZE || ft->fresh > ft->n_blocks)
         return 0;
-    uint64_t min_tail = ft->n_blocks ? fmt2_slot_off(bs, ft->n_blocks - 1) + FMT2_FRAME_OVERHEAD
+    uint64_t min_tail = ft->n_blocks ? fmt2_slot_off(g, ft->n_blocks - 1) + FMT2_FRAME_OVERHEAD
                                      : FMT_MARKER_LEN;
-    uint64_t max_tail = ft->n_blocks ? fmt2_slot_off(bs, ft->n_blocks) : FMT_MARKER_LEN;
+    uint64_t max_tail = ft->n_blocks ? fmt2_slot_off(g, ft->n_blocks) : FMT_MARKER_LEN;
     if (ft->tail < min_tail || ft->tail > max_tail || ft->tail > start)
         return 0;
     if (ft->j_off == 0)
@@ -38,32 +38,32 @@ static int fmt2_footer_sane(const fmt2_footer *ft, uint32_t bs, uint64_t start)
 }
 
 /* The footer in b whose journal must end by start, if it is valid and of this version. */
-static int fmt2_footer_parse(const uint8_t *b, uint32_t bs, uint64_t start, uint32_t version,
+static int fmt2_footer_parse(const uint8_t *b, fmt2_geo g, uint64_t start, uint32_t version,
                              fmt2_footer *ft)
 {
     if (fmt_get32(b) != FMT_SKIP_FOOTER2 || fmt_get32(b + 4) != FMT2_FOOTER_PAYLOAD ||
         fmt_get32(b + 56) != version || fmt_get32(b + 60) != XXH32(b + 8, 52, 0))
         return 0;
     uint64_t size = fmt_get64(b + 8);
-    *ft = (fmt2_footer){size, (size + bs - 1) / bs, fmt_get64(b + 16), fmt_get64(b + 24),
+    *ft = (fmt2_footer){size, (size + g.bs - 1) / g.bs, fmt_get64(b + 16), fmt_get64(b + 24),
                         fmt_get64(b + 32), fmt_get64(b + 40), fmt_get64(b + 48),
                         version == FMT2_FOOTER_PAIRED};
-    return fmt2_footer_sane(ft, bs, start);
+    return fmt2_footer_sane(ft, g, start);
 }
 
-fmt_error fmt2_footer_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft)
+fmt_error fmt2_footer_read(int fd, uint64_t file_len, fmt2_geo g, fmt2_footer *ft)
 {
     uint8_t b[FMT2_FOOTER_LEN];
     if (file_len < FMT_MARKER_LEN + FMT2_FOOTER_LEN)
         return FMT_ERR_NO_TRAILER;
     if (fmt_pread_all(fd, b, sizeof(b), file_len - FMT2_FOOTER_LEN) < 0)
         return FMT_ERR_IO;
-    return fmt2_footer_parse(b, bs, file_len - FMT2_FOOTER_LEN, FMT2_FOOTER_V2, ft)
+    return fmt2_footer_parse(b, g, file_len - FMT2_FOOTER_LEN, FMT2_FOOTER_V2, ft)
                ? FMT_OK
                : FMT_ERR_NO_TRAILER;
 }
 
-fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[2], int *n)
+fmt_error fmt2_pair_read(int fd, uint64_t file_len, fmt2_geo g, fmt2_footer ft[2], int *n)
 {
     uint8_t b[FMT2_PAIR_LEN];
     *n = 0;
@@ -73,7 +73,7 @@ fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[
         return FMT_ERR_IO;
     for (int k = 0; k < 2; k++) {
         fmt2_footer t;
-        if (fmt2_footer_parse(b + k * FMT2_FOOTER_LEN, bs, file_len - FMT2_PAIR_LEN,
+        if (fmt2_footer_parse(b + k * FMT2_FOOTER_LEN, g, file_len - FMT2_PAIR_LEN,
                               FMT2_FOOTER_PAIRED, &t))
             ft[(*n)++] = t;
     }
@@ -84,14 +84,14 @@ fmt_error fmt2_pair_read(int fd, uint64_t file_len, uint32_t bs, fmt2_footer ft[
     return FMT_OK;
 }
 
-fmt_error fmt2_footer_find(int fd, uint64_t file_len, uint32_t bs, fmt2_footer *ft)
+fmt_error fmt2_footer_find(int fd, uint64_t file_len, fmt2_geo g, fmt2_footer *ft)
 {
-    fmt_error err = fmt2_footer_read(fd, file_len, bs, ft);
+    fmt_error err = fmt2_footer_read(fd, file_len, g, ft);
     if (err != FMT_ERR_NO_TRAILER)
         return err;
     fmt2_footer pl[2];
     int n;
-    if ((err = fmt2_pair_read(fd, file_len, bs, pl, &n)) != FMT_OK)
+    if ((err = fmt2_pair_read(fd, file_len, g, pl, &n)) != FMT_OK)
         return err;
     if (n == 0)
         return FMT_ERR_NO_TRAILER;

@@ -30,15 +30,15 @@ static int fmt2_slot_head(const uint8_t *h, size_t avail, int torn_end, uint32_t
 }
 
 /* Whether slot i of block size bs begins with a head fmt2_slot_head takes. */
-static int fmt2_slot_says(int fd, uint64_t file_len, uint32_t bs, uint64_t i)
+static int fmt2_slot_says(int fd, uint64_t file_len, fmt2_geo g, uint64_t i)
 {
     uint8_t h[FMT2_LOST_HEAD];
-    uint64_t at = fmt2_slot_off(bs, i);
+    uint64_t at = fmt2_slot_off(g, i);
     if (at + 4 > file_len)
         return 0;
     size_t avail = file_len - at < sizeof(h) ? (size_t)(file_len - at) : sizeof(h);
     return fmt_pread_all(fd, h, avail, at) == 0 &&
-           fmt2_slot_head(h, avail, file_len % 512 == 0, bs);
+           fmt2_slot_head(h, avail, file_len % 512 == 0, g.bs);
 }
 
 /* Whether b (n bytes, ending at the end of the file, file_len) holds at p the first part of
@@ -73,14 +73,14 @@ static int fmt2_raw_end(const uint8_t *e, uint32_t *sum)
  * content checksum, equal for raw data): what a commit writes at its tail, or the write
  * between two holes. */
 static int fmt2_tail_says(const uint8_t *b, size_t n, size_t p, uint64_t at, uint64_t file_len,
-                          uint32_t bs)
+                          fmt2_geo g)
 {
     uint32_t magic = fmt_get32(b + p), sum;
     uint64_t len = (uint64_t)fmt_get32(b + p + 4) + 8;
     if (magic == FMT_SKIP_PAD) {
         uint64_t end = at + len;
         return p >= FMT2_HOLE_TAIL && end > FMT_MARKER_LEN &&
-               (end - FMT_MARKER_LEN) % fmt2_slot_len(bs) == 0 &&
+               fmt2_slot_off(g, fmt2_slot_of(g, end)) == end &&
                fmt2_raw_end(b + p - FMT2_HOLE_TAIL, &sum) && sum != 0;
     }
     if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16)
@@ -91,9 +91,9 @@ static int fmt2_tail_says(const uint8_t *b, size_t n, size_t p, uint64_t at, uin
 
 /* Whether the last two slots' worth of the file holds what fmt2_tail_says takes: the write
  * that set the file's length, kept by a power loss that lost the rest. */
-static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
+static int fmt2_tail_item(int fd, uint64_t file_len, fmt2_geo g)
 {
-    uint64_t w = 2 * fmt2_slot_len(bs), from = file_len > FMT_MARKER_LEN + w ? file_len - w
+    uint64_t w = 2 * fmt2_slot_len(g), from = file_len > FMT_MARKER_LEN + w ? file_len - w
                                                                                : FMT_MARKER_LEN;
     if (file_len <= from + 8)
         return 0;
@@ -105,7 +105,7 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
         return 0;
     }
     for (size_t p = 0; !found && p + 8 <= n; p++)
-        found = fmt2_tail_says(b, n, p, from + p, file_len, bs);
+        found = fmt2_tail_says(b, n, p, from + p, file_len, g);
     free(b);
     return found;
 }
@@ -113,14 +113,14 @@ static int fmt2_tail_item(int fd, uint64_t file_len, uint32_t bs)
 /* Whether the file ends with the end of a hole that is its last block (9.5: block checksum,
  * EndMark, content checksum, both the XXH32 of the hole's zeros, no padding after it): the
  * bytes between the last slot's 19-byte head and these 12 are the hole's length. */
-static int fmt2_last_hole_end(int fd, uint64_t file_len, uint32_t bs)
+static int fmt2_last_hole_end(int fd, uint64_t file_len, fmt2_geo g)
 {
     uint8_t e[FMT2_HOLE_TAIL];
-    if (file_len < fmt2_slot_off(bs, 0) + FMT2_HOLE_HEAD + 1 + sizeof(e))
+    if (file_len < fmt2_slot_off(g, 0) + FMT2_HOLE_HEAD + 1 + sizeof(e))
         return 0;
-    uint64_t k = (file_len - FMT_MARKER_LEN - 1) / fmt2_slot_len(bs);
-    uint64_t data = fmt2_slot_off(bs, k) + FMT2_HOLE_HEAD, end = file_len - sizeof(e);
-    if (end <= data || end - data > bs || fmt_pread_all(fd, e, sizeof(e), end) < 0)
+    uint64_t k = fmt2_slot_of(g, file_len - 1);
+    uint64_t data = fmt2_slot_off(g, k) + FMT2_HOLE_HEAD, end = file_len - sizeof(e);
+    if (end <= data || end - data > g.bs || fmt_pread_all(fd, e, sizeof(e), end) < 0)
         return 0;
     uint32_t sum;
     return fmt2_raw_end(e, &sum) && sum == fmt2_zero_sum((uint32_t)(end - data));
@@ -128,15 +128,14 @@ static int fmt2_last_hole_end(int fd, uint64_t file_len, uint32_t bs)
 
 /* Whether a slot start among the first FMT2_LOST_MARKER_SLOTS, or among those of the last
  * two slots' worth of the file, begins with a head fmt2_slot_head takes. */
-static int fmt2_slot_heads(int fd, uint64_t file_len, uint32_t bs)
+static int fmt2_slot_heads(int fd, uint64_t file_len, fmt2_geo g)
 {
-    uint64_t n = file_len > FMT_MARKER_LEN ? (file_len - FMT_MARKER_LEN) / fmt2_slot_len(bs) + 1
-                                           : 0;
+    uint64_t n = file_len > FMT_MARKER_LEN ? fmt2_slot_of(g, file_len) + 1 : 0;
     for (uint64_t i = 0; i < n && i < FMT2_LOST_MARKER_SLOTS; i++)
-        if (fmt2_slot_says(fd, file_len, bs, i))
+        if (fmt2_slot_says(fd, file_len, g, i))
             return 1;
     for (uint64_t i = n > 3 ? n - 3 : 0; i < n; i++)
-        if (i >= FMT2_LOST_MARKER_SLOTS && fmt2_slot_says(fd, file_len, bs, i))
+        if (i >= FMT2_LOST_MARKER_SLOTS && fmt2_slot_says(fd, file_len, g, i))
             return 1;
     return 0;
 }
@@ -153,13 +152,14 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
             sizes[n_sizes++] = bs;
     fmt2_footer ft;
     for (uint32_t k = 0; k < n_sizes; k++)
-        if (fmt2_footer_read(fd, file_len, sizes[k], &ft) == FMT_OK)
+        if (fmt2_footer_read(fd, file_len, fmt2_geo_of(FMT_VERSION_2, sizes[k]), &ft) == FMT_OK)
             return sizes[k];
     for (uint32_t k = 0; k < n_sizes; k++) {
-        uint8_t *buf = malloc(fmt2_slot_len(sizes[k]));
+        fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, sizes[k]);
+        uint8_t *buf = malloc(fmt2_slot_len(g));
         uint32_t len = 0, flen = 0;
         int padded;
-        int ok = buf && fmt2_scan_slot(fd, file_len, sizes[k], 0, 1, buf, &len, &flen,
+        int ok = buf && fmt2_scan_slot(fd, file_len, g, 0, 1, buf, &len, &flen,
                                        &padded) == FMT_OK;
         free(buf);
         if (ok)
@@ -168,8 +168,9 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
     /* slot 0 torn or lost too: what is left elsewhere, of the store's block size, says what
      * the file was (the walk then keeps the blocks before the first slot that is not whole:
      * none) */
-    int says = bs_hint && (fmt2_slot_heads(fd, file_len, bs_hint) ||
-                           fmt2_tail_item(fd, file_len, bs_hint) ||
-                           fmt2_last_hole_end(fd, file_len, bs_hint));
+    fmt2_geo hint = fmt2_geo_of(FMT_VERSION_2, bs_hint);
+    int says = bs_hint && (fmt2_slot_heads(fd, file_len, hint) ||
+                           fmt2_tail_item(fd, file_len, hint) ||
+                           fmt2_last_hole_end(fd, file_len, hint));
     return says ? bs_hint : 0;
 }

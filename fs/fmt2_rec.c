@@ -142,7 +142,7 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
     return err;
 }
 
-uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint32_t len, uint64_t frame_end)
+uint64_t fmt2_rec_tail(int fd, fmt2_geo g, uint64_t n, uint32_t len, uint64_t frame_end)
 {
     /* the marker's version and flags; the frame's block checksum and the probe behind it in
      * one read, as the writer reads them */
@@ -153,10 +153,10 @@ uint64_t fmt2_rec_tail(int fd, uint32_t bs, uint64_t n, uint32_t len, uint64_t f
         fmt_get32(m) < FMT_VERSION_4 || fmt_get32(m) > FMT_VERSION ||
         fmt_pread_all(fd, h, sizeof(h), frame_end - FMT2_FRAME_TRAIL) < 0 ||
         fmt_get32(pad) != FMT_SKIP_PAD ||
-        frame_end + 8 + fmt_get32(pad + 4) != fmt2_slot_off(bs, n) ||
+        frame_end + 8 + fmt_get32(pad + 4) != fmt2_slot_off(g, n) ||
         fmt2_rec_load(fd, frame_end, h + 4, FMT2_REC_PROBE, fmt_get32(h),
                       fmt2_rec_group_of(fmt_get32(m + 8)), NULL, len, &st) != FMT_OK ||
         st.used == 0)
         return frame_end;
-    return fmt2_slot_off(bs, n);
+    return fmt2_slot_off(g, n);
 }

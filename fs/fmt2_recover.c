@@ -8,24 +8,24 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t fmt2_slot_end(uint32_t bs, uint64_t i, const fmt2_footer *ft)
+static uint64_t fmt2_slot_end(fmt2_geo g, uint64_t i, const fmt2_footer *ft)
 {
-    return i + 1 < ft->n_blocks ? fmt2_slot_off(bs, i + 1) : ft->tail;
+    return i + 1 < ft->n_blocks ? fmt2_slot_off(g, i + 1) : ft->tail;
 }
 
 /* Whether slot e->block already holds what the journal says: the frame (a hole: its
  * header, zeros and tail) and the padding header behind it. Each is a write of its own, and
  * after a power loss any of them may be missing while the others are there. want and tmp
  * hold a slot each. */
-static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t zsum,
+static int fmt2_slot_matches(int fd, fmt2_geo g, const fmt2_jentry *e, uint32_t zsum,
                              uint64_t end, uint8_t *want, uint8_t *tmp)
 {
-    uint64_t at = fmt2_slot_off(bs, e->block), n;
+    uint64_t at = fmt2_slot_off(g, e->block), n;
     if (e->frame) {
         memcpy(want, e->frame, e->frame_len);
         n = e->frame_len;
     } else {
-        fmt2_hole_head(want, bs, e->len);
+        fmt2_hole_head(want, g.bs, e->len);
         memset(want + FMT2_HOLE_HEAD, 0, e->len);
         fmt2_hole_tail(want + FMT2_HOLE_HEAD + e->len, zsum);
         n = FMT2_HOLE_HEAD + (uint64_t)e->len + FMT2_HOLE_TAIL;
@@ -38,19 +38,19 @@ static int fmt2_slot_matches(int fd, uint32_t bs, const fmt2_jentry *e, uint32_t
 }
 
 /* Rewrites the slots that differ from the journal's entries e (ft says where each ends). */
-static fmt_error fmt2_replay_entries(int fd, uint32_t bs, int write, uint32_t zsum,
+static fmt_error fmt2_replay_entries(int fd, fmt2_geo g, int write, uint32_t zsum,
                                      const fmt2_footer *ft, const fmt2_jentry *e, uint32_t n,
                                      uint32_t *replayed)
 {
-    uint8_t *tmp = malloc(2 * fmt2_slot_len(bs));
+    uint8_t *tmp = malloc(2 * fmt2_slot_len(g));
     fmt_error err = tmp ? FMT_OK : FMT_ERR_NOMEM;
     for (uint32_t k = 0; err == FMT_OK && k < n; k++) {
-        uint32_t sum = e[k].frame ? 0 : e[k].len == bs && zsum ? zsum : fmt2_zero_sum(e[k].len);
-        uint64_t end = fmt2_slot_end(bs, e[k].block, ft);
-        if (fmt2_slot_matches(fd, bs, &e[k], sum, end, tmp + fmt2_slot_len(bs), tmp))
+        uint32_t sum = e[k].frame ? 0 : e[k].len == g.bs && zsum ? zsum : fmt2_zero_sum(e[k].len);
+        uint64_t end = fmt2_slot_end(g, e[k].block, ft);
+        if (fmt2_slot_matches(fd, g, &e[k], sum, end, tmp + fmt2_slot_len(g), tmp))
             continue;
         (*replayed)++;
-        if (write && fmt2_write_slot(fd, bs, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
+        if (write && fmt2_write_slot(fd, g, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
                                      sum, end, NULL) < 0)
             err = FMT_ERR_IO;
     }
@@ -96,17 +96,17 @@ static fmt_error fmt2_journal_of(int fd, uint32_t bs, const fmt2_footer *ft, uin
 
 /* A commit stopped between its footer and the last of its slots: redo the slots that differ
  * from its journal. */
-static fmt_error fmt2_replay(int fd, uint32_t bs, int write, uint32_t zsum, fmt2_recovery *r)
+static fmt_error fmt2_replay(int fd, fmt2_geo g, int write, uint32_t zsum, fmt2_recovery *r)
 {
     fmt2_jentry *e = NULL;
     uint32_t n = 0;
-    fmt_error err = fmt2_journal_of(fd, bs, &r->ft, &r->jbuf, &e, &n);
+    fmt_error err = fmt2_journal_of(fd, g.bs, &r->ft, &r->jbuf, &e, &n);
     if (err == FMT_ERR_NO_TRAILER) {   /* lost with its commit, which synced nothing */
         r->journal_bad = 1;
         return FMT_OK;
     }
     if (err == FMT_OK)
-        err = fmt2_replay_entries(fd, bs, write, zsum, &r->ft, e, n, &r->replayed);
+        err = fmt2_replay_entries(fd, g, write, zsum, &r->ft, e, n, &r->replayed);
     if (err == FMT_OK)
         err = fmt2_take_entries(r, (fmt2_jview){e, n, r->ft.j_off, r->jbuf},
                                 (fmt2_jview){NULL, 0, 0, NULL});
@@ -129,20 +129,20 @@ static fmt_error fmt2_settle(int fd, fmt2_recovery *r)
  * checksum that of its length's zeros: only the writer of a hole makes that head and end)
  * but whose data are not zeros: a power loss kept the head and end of a hole written over
  * a block, and lost its punch (FORMAT.md 11.4 step 1a). Returns how many, or -1. */
-static int64_t fmt2_repunch_holes(int fd, uint64_t file_len, uint32_t bs, uint64_t n)
+static int64_t fmt2_repunch_holes(int fd, uint64_t file_len, fmt2_geo g, uint64_t n)
 {
-    uint8_t *buf = malloc(fmt2_slot_len(bs));
+    uint8_t *buf = malloc(fmt2_slot_len(g));
     int64_t done = buf ? 0 : -1;
     for (uint64_t i = 0; done >= 0 && i < n; i++) {
         uint32_t len = 0, flen = 0;
         int padded;
         /* a checksum that fails comes after the frame parsed: len and the size word hold */
-        if (fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, &flen, &padded) !=
+        if (fmt2_scan_slot(fd, file_len, g, i, 1, buf, &len, &flen, &padded) !=
                 FMT_ERR_CHECKSUM ||
             !(fmt_get32(buf + FMT_FRAME_HEADER_LEN) & FMT_RAW_BIT) ||
             fmt_get32(buf + FMT2_HOLE_HEAD + len) != fmt2_zero_sum(len))
             continue;
-        if (fmt2_zero(fd, fmt2_slot_off(bs, i) + FMT2_HOLE_HEAD, len) < 0)
+        if (fmt2_zero(fd, fmt2_slot_off(g, i) + FMT2_HOLE_HEAD, len) < 0)
             done = -1;
         else
             done++;
@@ -151,22 +151,22 @@ static int64_t fmt2_repunch_holes(int fd, uint64_t file_len, uint32_t bs, uint64
     return done;
 }
 
-static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery *r)
+static fmt_error fmt2_recover_walk(int fd, fmt2_geo g, int write, fmt2_recovery *r)
 {
     fmt2_scan_result sr;
-    fmt_error err = fmt2_scan(fd, r->file_len, bs, 1, &sr);
+    fmt_error err = fmt2_scan(fd, r->file_len, g, 1, &sr);
     if (err != FMT_OK)
         return err;
     if (write && sr.bad_blocks) {
-        int64_t punched = fmt2_repunch_holes(fd, r->file_len, bs, sr.n_blocks);
+        int64_t punched = fmt2_repunch_holes(fd, r->file_len, g, sr.n_blocks);
         if (punched < 0 || (punched > 0 && fdatasync(fd) < 0))
             return FMT_ERR_IO;
-        if (punched > 0 && (err = fmt2_scan(fd, r->file_len, bs, 1, &sr)) != FMT_OK)
+        if (punched > 0 && (err = fmt2_scan(fd, r->file_len, g, 1, &sr)) != FMT_OK)
             return err;
     }
     if (sr.n_blocks)                   /* records in the last slot stay counted */
-        sr.valid_end = fmt2_rec_tail(fd, bs, sr.n_blocks,
-                                     (uint32_t)(sr.size - (sr.n_blocks - 1) * (uint64_t)bs),
+        sr.valid_end = fmt2_rec_tail(fd, g, sr.n_blocks,
+                                     (uint32_t)(sr.size - (sr.n_blocks - 1) * (uint64_t)g.bs),
                                      sr.valid_end);
     r->torn = 1, r->bad_blocks = sr.bad_blocks;
     r->cut = r->file_len > sr.valid_end ? r->file_len - sr.valid_end : 0;
@@ -189,7 +189,7 @@ static fmt_error fmt2_recover_walk(int fd, uint32_t bs, int write, fmt2_recovery
  * The other one's journal, when it reads back too, is the commit before, whose slots were
  * written after its sync and may not have reached the disk: it is replayed first. Without
  * a usable footer, FMT_ERR_NO_TRAILER: the walk. */
-static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum,
+static fmt_error fmt2_recover_pair(int fd, fmt2_geo g, int write, uint32_t zsum,
                                    fmt2_recovery *r)
 {
     fmt2_footer pl[2];
@@ -197,9 +197,9 @@ static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum
     fmt2_jentry *e[2] = {NULL, NULL};
     uint32_t ne[2] = {0, 0};
     int n = 0, ok[2] = {0, 0}, top = -1, old = -1;
-    fmt_error err = fmt2_pair_read(fd, r->file_len, bs, pl, &n);
+    fmt_error err = fmt2_pair_read(fd, r->file_len, g, pl, &n);
     for (int k = 0; err == FMT_OK && k < n; k++) {   /* a footer may name no journal */
-        err = pl[k].j_len ? fmt2_journal_of(fd, bs, &pl[k], &buf[k], &e[k], &ne[k]) : FMT_OK;
+        err = pl[k].j_len ? fmt2_journal_of(fd, g.bs, &pl[k], &buf[k], &e[k], &ne[k]) : FMT_OK;
         ok[k] = err == FMT_OK;
         err = err == FMT_ERR_NO_TRAILER ? FMT_OK : err;
     }
@@ -212,10 +212,10 @@ static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum
     if (err == FMT_OK) {
         r->ft = pl[top], r->paired = 1, r->pair_journals = 1 + (old == 0);
         if (old == 0)
-            err = fmt2_replay_entries(fd, bs, write, zsum, &r->ft, e[0], ne[0], &r->replayed);
+            err = fmt2_replay_entries(fd, g, write, zsum, &r->ft, e[0], ne[0], &r->replayed);
     }
     if (err == FMT_OK)
-        err = fmt2_replay_entries(fd, bs, write, zsum, &r->ft, e[top], ne[top], &r->replayed);
+        err = fmt2_replay_entries(fd, g, write, zsum, &r->ft, e[top], ne[top], &r->replayed);
     if (err == FMT_OK)
         err = fmt2_take_entries(r, (fmt2_jview){e[top], ne[top], pl[top].j_off, buf[top]},
                                 old == 0 ? (fmt2_jview){e[0], ne[0], pl[0].j_off, buf[0]}
@@ -235,26 +235,26 @@ static fmt_error fmt2_recover_pair(int fd, uint32_t bs, int write, uint32_t zsum
     return fdatasync(fd) < 0 ? FMT_ERR_IO : fmt2_settle(fd, r);
 }
 
-static fmt_error fmt2_recover_state(int fd, uint64_t file_len, uint32_t bs, int write,
+static fmt_error fmt2_recover_state(int fd, uint64_t file_len, fmt2_geo g, int write,
                                     uint32_t zsum, fmt2_recovery *r)
 {
     memset(r, 0, sizeof(*r));
     r->file_len = file_len;
-    fmt_error err = fmt2_footer_read(fd, file_len, bs, &r->ft);
+    fmt_error err = fmt2_footer_read(fd, file_len, g, &r->ft);
     if (err == FMT_ERR_NO_TRAILER) {
-        err = fmt2_recover_pair(fd, bs, write, zsum, r);
-        return err == FMT_ERR_NO_TRAILER ? fmt2_recover_walk(fd, bs, write, r) : err;
+        err = fmt2_recover_pair(fd, g, write, zsum, r);
+        return err == FMT_ERR_NO_TRAILER ? fmt2_recover_walk(fd, g, write, r) : err;
     }
     if (err != FMT_OK)
         return err;
-    if (r->ft.j_len && (err = fmt2_replay(fd, bs, write, zsum, r)) != FMT_OK)
+    if (r->ft.j_len && (err = fmt2_replay(fd, g, write, zsum, r)) != FMT_OK)
         return err;
     /* A journal that does not read back was lost with a commit that synced nothing (a synced
      * one is whole): the footer's size and tail are that commit's, which its slots may not
      * hold. The slots as they are say what the file is: every block it promised is among
      * them, untouched (only a synced journal rewrites those). */
     if (r->journal_bad)
-        return fmt2_recover_walk(fd, bs, write, r);
+        return fmt2_recover_walk(fd, g, write, r);
     int odd = r->ft.j_len ? r->ft.j_off != r->ft.tail || r->journal_bad
                           : file_len != r->ft.tail + FMT2_FOOTER_LEN;
     if (!write || (!r->replayed && !odd))
@@ -264,37 +264,37 @@ static fmt_error fmt2_recover_state(int fd, uint64_t file_len, uint32_t bs, int 
     return fmt2_settle(fd, r);
 }
 
-fmt_error fmt2_recover(int fd, uint64_t file_len, uint32_t bs, int write, uint32_t zsum,
+fmt_error fmt2_recover(int fd, uint64_t file_len, fmt2_geo g, int write, uint32_t zsum,
                        int crashed, fmt2_recovery *r)
 {
-    fmt_error err = fmt2_recover_state(fd, file_len, bs, write, zsum, r);
-    return err == FMT_OK ? fmt2_chain_settle(fd, bs, write, crashed, r) : err;
+    fmt_error err = fmt2_recover_state(fd, file_len, g, write, zsum, r);
+    return err == FMT_OK ? fmt2_chain_settle(fd, g, write, crashed, r) : err;
 }
 
 /* Whether slot i holds a whole block as the footer ft describes it (i < n - 1: a full
  * block padded to the next slot; the last: the footer's size, its extent ending at tail),
  * or a whole hole run followed by another block (*m: its length, else 0); *flen: the
  * frame's length. *fail: an error that says nothing about the slot (no memory). */
-static int fmt2_slot_whole(int fd, uint64_t file_len, uint32_t bs, const fmt2_footer *ft,
+static int fmt2_slot_whole(int fd, uint64_t file_len, fmt2_geo g, const fmt2_footer *ft,
                            uint64_t i, uint8_t *buf, uint32_t *flen, uint32_t *m,
                            fmt_error *fail)
 {
     uint32_t len = 0;
     int padded = 0;
-    fmt_error err = fmt2_scan_slot(fd, file_len, bs, i, 1, buf, &len, flen, &padded);
+    fmt_error err = fmt2_scan_slot(fd, file_len, g, i, 1, buf, &len, flen, &padded);
     if (err == FMT_ERR_NOMEM)
         *fail = err;
-    *m = err == FMT_ERR_CORRUPT ? fmt2_scan_run(fd, bs, i, 1, buf, fmt2_slot_len(bs)) : 0;
+    *m = err == FMT_ERR_CORRUPT ? fmt2_scan_run(fd, g, i, 1, buf, fmt2_slot_len(g)) : 0;
     if (*m)
         return i + *m < ft->n_blocks;
     if (err != FMT_OK)
         return 0;
     if (i + 1 < ft->n_blocks)
-        return len == bs && padded;
-    uint64_t at = fmt2_slot_off(bs, i), fend = at + *flen;
-    if (len != ft->size - i * (uint64_t)bs || fend > ft->tail)
+        return len == g.bs && padded;
+    uint64_t at = fmt2_slot_off(g, i), fend = at + *flen;
+    if (len != ft->size - i * (uint64_t)g.bs || fend > ft->tail)
         return 0;
-    return fend == ft->tail || (ft->tail - at <= fmt2_slot_len(bs) && fend + 8 <= ft->tail &&
+    return fend == ft->tail || (ft->tail - at <= fmt2_slot_len(g) && fend + 8 <= ft->tail &&
                                 fmt_get32(buf + *flen) == FMT_SKIP_PAD &&
                                 fmt_get32(buf + *flen + 4) == ft->tail - fend - 8);
 }
@@ -328,29 +328,29 @@ int fmt2_pad_mend(int fd, uint64_t end, uint64_t to, int kill, int write, fmt_er
  * while it kept the appended slots and their footer. Its frame is whole, and so nothing is
  * cut for it: the padding header is written again (not the kill word: page records that
  * follow stay). Returns 1 when it was not right. */
-static int fmt2_fresh_pad(int fd, uint64_t file_len, uint32_t bs, uint64_t i, uint8_t *buf,
+static int fmt2_fresh_pad(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, uint8_t *buf,
                           int write, fmt_error *fail)
 {
     uint32_t len = 0, flen = 0;
     int padded = 0;
-    if (fmt2_scan_slot(fd, file_len, bs, i, 0, buf, &len, &flen, &padded) != FMT_OK ||
-        len != bs)
+    if (fmt2_scan_slot(fd, file_len, g, i, 0, buf, &len, &flen, &padded) != FMT_OK ||
+        len != g.bs)
         return 0;
-    return fmt2_pad_mend(fd, fmt2_slot_off(bs, i) + flen, fmt2_slot_off(bs, i + 1), 0, write,
+    return fmt2_pad_mend(fd, fmt2_slot_off(g, i) + flen, fmt2_slot_off(g, i + 1), 0, write,
                          fail);
 }
 
-fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_recovery *r)
+fmt_error fmt2_check_fresh(int fd, fmt2_geo g, int write, int promise, fmt2_recovery *r)
 {
     fmt2_footer ft = r->ft;
     if (ft.fresh >= ft.n_blocks)
         return FMT_OK;
-    uint8_t *buf = malloc(fmt2_slot_len(bs));
+    uint8_t *buf = malloc(fmt2_slot_len(g));
     if (!buf)
         return FMT_ERR_NOMEM;
     fmt_error pad_err = FMT_OK;
     if (ft.fresh > 0 && !fmt2_in_journal(r, ft.fresh - 1))
-        r->pad_fixed = fmt2_fresh_pad(fd, r->file_len, bs, ft.fresh - 1, buf, write, &pad_err)
+        r->pad_fixed = fmt2_fresh_pad(fd, r->file_len, g, ft.fresh - 1, buf, write, &pad_err)
                            ? ft.fresh : 0;
     if (pad_err != FMT_OK) {
         free(buf);
@@ -365,7 +365,7 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
             runs_from = UINT64_MAX;    /* a chain: fmt2_chain_settle checked its blocks */
             continue;
         }
-        if (!fmt2_slot_whole(fd, r->file_len, bs, &ft, i, buf, &flen, &m, &fail))
+        if (!fmt2_slot_whole(fd, r->file_len, g, &ft, i, buf, &flen, &m, &fail))
             break;
         runs_from = m ? (runs_from == UINT64_MAX ? i : runs_from) : UINT64_MAX;
     }
@@ -379,13 +379,13 @@ fmt_error fmt2_check_fresh(int fd, uint32_t bs, int write, int promise, fmt2_rec
     if (i < ft.n_blocks) {             /* cut before the first block that is not whole */
         uint32_t len = 0, prev = 0;
         int padded;
-        if (i > 0 && fmt2_scan_slot(fd, r->file_len, bs, i - 1, 0, buf, &len, &prev,
+        if (i > 0 && fmt2_scan_slot(fd, r->file_len, g, i - 1, 0, buf, &len, &prev,
                                     &padded) != FMT_OK)
             prev = 0;
         r->unsynced_cut = ft.n_blocks - i;
         r->chain_area = 0;             /* the chain, if any, was in a block cut off */
-        ft.n_blocks = i, ft.size = i * (uint64_t)bs;
-        ft.tail = i ? fmt2_slot_off(bs, i - 1) + prev : FMT_MARKER_LEN;
+        ft.n_blocks = i, ft.size = i * (uint64_t)g.bs;
+        ft.tail = i ? fmt2_slot_off(g, i - 1) + prev : FMT_MARKER_LEN;
         if (i && !prev) {              /* cannot happen: block i - 1 was checked whole */
             free(buf);
             return FMT_ERR_CORRUPT;

@@ -41,22 +41,22 @@ uint32_t fmt2_run_head_parse(const uint8_t *h, size_t avail, uint32_t bs)
 }
 
 /* Where the run at block a of m blocks ends its frame (its padding header follows). */
-static uint64_t fmt2_run_frame_end(uint32_t bs, uint64_t a, uint32_t m)
+static uint64_t fmt2_run_frame_end(fmt2_geo g, uint64_t a, uint32_t m)
 {
-    return fmt2_slot_off(bs, a) + FMT2_FRAME_OVERHEAD + (uint64_t)bs * m;
+    return fmt2_slot_off(g, a) + FMT2_FRAME_OVERHEAD + (uint64_t)g.bs * m;
 }
 
-int fmt2_run_tail_ok(int fd, uint32_t bs, uint64_t a, uint32_t m, int verify)
+int fmt2_run_tail_ok(int fd, fmt2_geo g, uint64_t a, uint32_t m, int verify)
 {
     uint8_t t[FMT2_RUN_TAIL];
-    uint64_t fend = fmt2_run_frame_end(bs, a, m), pad = fmt2_slot_off(bs, a + m) - fend;
+    uint64_t fend = fmt2_run_frame_end(g, a, m), pad = fmt2_slot_off(g, a + m) - fend;
     if (fmt_pread_all(fd, t, sizeof(t), fend - FMT2_HOLE_TAIL) < 0)
         return 0;
     uint32_t sum = fmt_get32(t);
     if (fmt_get32(t + 8) != sum || fmt_get32(t + 4) != 0 || fmt_get32(t + 12) != FMT_SKIP_PAD ||
         fmt_get32(t + 16) != pad - 8)
         return 0;
-    return !verify || sum == fmt2_run_zero_sum(bs, m);
+    return !verify || sum == fmt2_run_zero_sum(g.bs, m);
 }
 
 int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi)
@@ -77,54 +77,54 @@ int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi)
     return 1;
 }
 
-int fmt2_run_data_zero(int fd, uint32_t bs, uint64_t a, uint32_t m)
+int fmt2_run_data_zero(int fd, fmt2_geo g, uint64_t a, uint32_t m)
 {
-    uint64_t lo = fmt2_slot_off(bs, a) + FMT2_HOLE_HEAD;
-    return fmt2_reads_zero(fd, lo, lo + (uint64_t)bs * m);
+    uint64_t lo = fmt2_slot_off(g, a) + FMT2_HOLE_HEAD;
+    return fmt2_reads_zero(fd, lo, lo + (uint64_t)g.bs * m);
 }
 
 /* The end of the run at a of m blocks: block checksum, EndMark, content checksum, padding
  * header (FMT2_RUN_TAIL bytes). */
-static void fmt2_run_tail(uint8_t *t, uint32_t bs, uint64_t a, uint32_t m)
+static void fmt2_run_tail(uint8_t *t, fmt2_geo g, uint64_t a, uint32_t m)
 {
-    uint32_t sum = fmt2_run_zero_sum(bs, m);
+    uint32_t sum = fmt2_run_zero_sum(g.bs, m);
     fmt_put32(t, sum);
     fmt_put32(t + 4, 0);
     fmt_put32(t + 8, sum);
-    fmt2_pad_header(t + FMT2_HOLE_TAIL, fmt2_slot_off(bs, a + m) - fmt2_run_frame_end(bs, a, m));
+    fmt2_pad_header(t + FMT2_HOLE_TAIL, fmt2_slot_off(g, a + m) - fmt2_run_frame_end(g, a, m));
 }
 
-int fmt2_write_run_end(int fd, uint32_t bs, uint64_t a, uint32_t m)
+int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m)
 {
     uint8_t t[FMT2_RUN_TAIL];
-    fmt2_run_tail(t, bs, a, m);
-    return fmt_pwrite_all(fd, t, sizeof(t), fmt2_run_frame_end(bs, a, m) - FMT2_HOLE_TAIL);
+    fmt2_run_tail(t, g, a, m);
+    return fmt_pwrite_all(fd, t, sizeof(t), fmt2_run_frame_end(g, a, m) - FMT2_HOLE_TAIL);
 }
 
-int fmt2_write_run_pair(int fd, uint32_t bs, uint64_t a, uint32_t m, uint32_t m_next)
+int fmt2_write_run_pair(int fd, fmt2_geo g, uint64_t a, uint32_t m, uint32_t m_next)
 {
     /* from a's end to the head of the run at a + m: 64 * m bytes, 4 KiB for a whole group */
     uint8_t buf[64 * 64];
-    uint64_t at = fmt2_run_frame_end(bs, a, m) - FMT2_HOLE_TAIL;
-    size_t len = (size_t)(fmt2_slot_off(bs, a + m) + FMT2_HOLE_HEAD - at);
+    uint64_t at = fmt2_run_frame_end(g, a, m) - FMT2_HOLE_TAIL;
+    size_t len = (size_t)(fmt2_slot_off(g, a + m) + FMT2_HOLE_HEAD - at);
     if (len > sizeof(buf))
         return -EINVAL;
     memset(buf, 0, len);
-    fmt2_run_tail(buf, bs, a, m);
-    fmt2_run_head(buf + len - FMT2_HOLE_HEAD, bs, m_next);
+    fmt2_run_tail(buf, g, a, m);
+    fmt2_run_head(buf + len - FMT2_HOLE_HEAD, g.bs, m_next);
     return fmt_pwrite_all(fd, buf, len, at);
 }
 
-int fmt2_slot_hole(int fd, uint32_t bs, uint64_t i, uint32_t len, uint32_t zsum, uint64_t *a,
+int fmt2_slot_hole(int fd, fmt2_geo g, uint64_t i, uint32_t len, uint32_t zsum, uint64_t *a,
                    uint32_t *m)
 {
     uint8_t h[FMT2_HOLE_HEAD], t[4];
-    uint64_t at = fmt2_slot_off(bs, i);
+    uint64_t at = fmt2_slot_off(g, i);
     if (fmt_pread_all(fd, h, sizeof(h), at) < 0)
         return -EIO;
     uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN);
-    if (fmt_get32(h) == 0 || fmt2_run_head_parse(h, sizeof(h), bs)) {
-        fmt_error err = fmt2_run_find(fd, bs, i, a, m);
+    if (fmt_get32(h) == 0 || fmt2_run_head_parse(h, sizeof(h), g.bs)) {
+        fmt_error err = fmt2_run_find(fd, g, i, a, m);
         return err == FMT_OK ? 1 : err == FMT_ERR_IO ? -EIO : 0;
     }
     /* a single hole: raw, its length, the checksum of zeros, and data that read as zeros
@@ -138,31 +138,31 @@ int fmt2_slot_hole(int fd, uint32_t bs, uint64_t i, uint32_t len, uint32_t zsum,
 
 /* Whether the head h, read from slot j, begins a run that holds block i: *m its length.
  * -1: a read failed. */
-static int fmt2_run_holds(int fd, uint32_t bs, const uint8_t *h, uint64_t j, uint64_t i,
+static int fmt2_run_holds(int fd, fmt2_geo g, const uint8_t *h, uint64_t j, uint64_t i,
                           uint32_t *m)
 {
-    *m = fmt_get32(h) == FMT_LZ4_MAGIC ? fmt2_run_head_parse(h, FMT2_HOLE_HEAD, bs) : 0;
+    *m = fmt_get32(h) == FMT_LZ4_MAGIC ? fmt2_run_head_parse(h, FMT2_HOLE_HEAD, g.bs) : 0;
     if (!*m || j + *m <= i)
         return 0;
-    return fmt2_run_tail_ok(fd, bs, j, *m, 0);
+    return fmt2_run_tail_ok(fd, g, j, *m, 0);
 }
 
-fmt_error fmt2_run_find(int fd, uint32_t bs, uint64_t i, uint64_t *a, uint32_t *m)
+fmt_error fmt2_run_find(int fd, fmt2_geo g, uint64_t i, uint64_t *a, uint32_t *m)
 {
-    uint64_t g = fmt2_run_group(bs);
-    if (g < 2)
+    uint64_t grp = fmt2_run_group(g.bs);
+    if (grp < 2)
         return FMT_ERR_CORRUPT;
     /* the group's first slot is the usual head; else look back from i, one slot at a time,
      * to the first slot that begins with something: only that one can be the head (the
      * slots inside a run lie in its data, which are zeros) */
-    uint64_t first = i / g * g;
+    uint64_t first = i / grp * grp;
     uint8_t h[FMT2_HOLE_HEAD];
     for (uint64_t k = 0, j = first; k == 0 || j > first; k++, j = i + 1 - k) {
-        if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(bs, j)) < 0)
+        if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(g, j)) < 0)
             return FMT_ERR_IO;
         if (k > 0 && fmt_get32(h) == 0)
             continue;
-        int r = fmt2_run_holds(fd, bs, h, j, i, m);
+        int r = fmt2_run_holds(fd, g, h, j, i, m);
         if (r != 0 || k > 0) {
             *a = j;
             return r > 0 ? FMT_OK : r < 0 ? FMT_ERR_IO : FMT_ERR_CORRUPT;

@@ -24,10 +24,10 @@ static fmt_error fmt2_content_check(const uint8_t *frame, uint32_t len, uint32_t
     return err;
 }
 
-fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int verify,
+fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int verify,
                          uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded)
 {
-    uint64_t at = fmt2_slot_off(bs, i), slot = fmt2_slot_len(bs), want = slot;
+    uint64_t at = fmt2_slot_off(g, i), slot = fmt2_slot_len(g), want = slot;
     if (at >= file_len)
         return FMT_ERR_CORRUPT;
     if (want > file_len - at)
@@ -35,51 +35,51 @@ fmt_error fmt2_scan_slot(int fd, uint64_t file_len, uint32_t bs, uint64_t i, int
     if (fmt_pread_all(fd, buf, want, at) < 0)
         return FMT_ERR_IO;
     uint32_t word, fl = 0;
-    fmt_error err = fmt2_frame_parse(buf, want, bs, verify, len, &word, &fl);
+    fmt_error err = fmt2_frame_parse(buf, want, g.bs, verify, len, &word, &fl);
     if (err == FMT_OK && verify)
         err = fmt2_content_check(buf, *len, word, fl);
     if (err == FMT_ERR_CORRUPT && buf[4] == FMT2_FLG_CHAIN)    /* version 5 (9.12) */
-        err = fmt2_chain_parse(buf, want, bs, verify, len, &fl);
+        err = fmt2_chain_parse(buf, want, g.bs, verify, len, &fl);
     *flen = fl;
     *padded = fl && fl + 8 <= want && fmt_get32(buf + fl) == FMT_SKIP_PAD &&
               fmt_get32(buf + fl + 4) == slot - fl - 8;
     return err;
 }
 
-uint32_t fmt2_scan_run(int fd, uint32_t bs, uint64_t i, int verify, const uint8_t *buf,
+uint32_t fmt2_scan_run(int fd, fmt2_geo g, uint64_t i, int verify, const uint8_t *buf,
                        uint64_t want)
 {
-    uint32_t m = fmt2_run_head_parse(buf, (size_t)want, bs);
-    uint64_t g = fmt2_run_group(bs);
-    if (!m || i % g + m > g || !fmt2_run_tail_ok(fd, bs, i, m, verify))
+    uint32_t m = fmt2_run_head_parse(buf, (size_t)want, g.bs);
+    uint64_t grp = fmt2_run_group(g.bs);
+    if (!m || i % grp + m > grp || !fmt2_run_tail_ok(fd, g, i, m, verify))
         return 0;
-    return !verify || fmt2_run_data_zero(fd, bs, i, m) ? m : 0;
+    return !verify || fmt2_run_data_zero(fd, g, i, m) ? m : 0;
 }
 
 /* Slot i (its bytes in buf), whose frame does not parse, as what a crash left of a chain
  * (9.12): its blocks that check are the last block, whose end the recovery puts back
  * (fmt2_chain_settle). */
-static fmt_error fmt2_scan_chain(uint64_t file_len, uint32_t bs, uint64_t i, const uint8_t *buf,
+static fmt_error fmt2_scan_chain(uint64_t file_len, fmt2_geo g, uint64_t i, const uint8_t *buf,
                                  fmt2_scan_result *out)
 {
-    uint64_t at = fmt2_slot_off(bs, i), avail = file_len - at;
-    uint8_t *dst = malloc(bs);
+    uint64_t at = fmt2_slot_off(g, i), avail = file_len - at;
+    uint8_t *dst = malloc(g.bs);
     fmt2_chain_info ci;
     if (!dst)
         return FMT_ERR_NOMEM;
-    fmt_error err = fmt2_chain_prefix(buf, avail < fmt2_slot_len(bs) ? avail : fmt2_slot_len(bs),
-                                      bs, dst, &ci);
+    fmt_error err = fmt2_chain_prefix(buf, avail < fmt2_slot_len(g) ? avail : fmt2_slot_len(g),
+                                      g.bs, dst, &ci);
     free(dst);
     if (err == FMT_OK)
-        out->n_blocks = i + 1, out->size = i * (uint64_t)bs + ci.len,
+        out->n_blocks = i + 1, out->size = i * (uint64_t)g.bs + ci.len,
         out->valid_end = at + FMT_FRAME_HEADER_LEN + ci.area + FMT_FRAME_END_LEN;
     return err;
 }
 
 /* A run never holds the last block: a walk that ends right after runs ends before them. */
-fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_scan_result *out)
+fmt_error fmt2_scan(int fd, uint64_t file_len, fmt2_geo g, int verify, fmt2_scan_result *out)
 {
-    uint8_t *buf = malloc(fmt2_slot_len(bs));
+    uint8_t *buf = malloc(fmt2_slot_len(g));
     if (!buf)
         return FMT_ERR_NOMEM;
     *out = (fmt2_scan_result){0, 0, FMT_MARKER_LEN, 0};
@@ -89,40 +89,40 @@ fmt_error fmt2_scan(int fd, uint64_t file_len, uint32_t bs, int verify, fmt2_sca
     for (uint64_t i = 0;; i++) {
         uint32_t len = 0, flen = 0, m = 0;
         int padded = 0;
-        fmt_error err = fmt2_scan_slot(fd, file_len, bs, i, verify, buf, &len, &flen, &padded);
+        fmt_error err = fmt2_scan_slot(fd, file_len, g, i, verify, buf, &len, &flen, &padded);
         if (err == FMT_ERR_IO || err == FMT_ERR_NOMEM) {
             free(buf);
             return err;
         }
-        if (err == FMT_ERR_CORRUPT && i * (uint64_t)bs < FMT2_MAX_SIZE)
-            m = fmt2_scan_run(fd, bs, i, verify, buf, fmt2_slot_len(bs));
+        if (err == FMT_ERR_CORRUPT && i * (uint64_t)g.bs < FMT2_MAX_SIZE)
+            m = fmt2_scan_run(fd, g, i, verify, buf, fmt2_slot_len(g));
         if (m) {
             if (!after_run)
                 before_runs = *out;
             after_run = 1;
-            out->n_blocks = i + m, out->bad_blocks = bad, out->size = (i + m) * (uint64_t)bs;
-            out->valid_end = fmt2_slot_off(bs, i) + FMT2_FRAME_OVERHEAD + (uint64_t)bs * m;
+            out->n_blocks = i + m, out->bad_blocks = bad, out->size = (i + m) * (uint64_t)g.bs;
+            out->valid_end = fmt2_slot_off(g, i) + FMT2_FRAME_OVERHEAD + (uint64_t)g.bs * m;
             i += m - 1;
             continue;
         }
-        if (err == FMT_ERR_CHECKSUM && padded && len == bs) {
+        if (err == FMT_ERR_CHECKSUM && padded && len == g.bs) {
             bad++;                         /* kept only if a good frame follows */
             continue;
         }
         /* a frame of 9.3 whose checksums fail is a torn write of it (step 4), not a link */
         if ((err == FMT_ERR_CORRUPT || (err == FMT_ERR_CHECKSUM && buf[4] == FMT2_FLG_CHAIN)) &&
-            fmt2_slot_off(bs, i) < file_len &&
-            fmt2_scan_chain(file_len, bs, i, buf, out) == FMT_OK) {
+            fmt2_slot_off(g, i) < file_len &&
+            fmt2_scan_chain(file_len, g, i, buf, out) == FMT_OK) {
             out->bad_blocks = bad, after_run = 0;
             break;                         /* what a torn link left of a chain ends it */
         }
-        if (err != FMT_OK || i * (uint64_t)bs + len > FMT2_MAX_SIZE)
+        if (err != FMT_OK || i * (uint64_t)g.bs + len > FMT2_MAX_SIZE)
             break;
         after_run = 0;
         out->n_blocks = i + 1, out->bad_blocks = bad;
-        out->size = i * (uint64_t)bs + len;
-        out->valid_end = fmt2_slot_off(bs, i) + flen;
-        if (len < bs || !padded)          /* a partial block, or no next slot, ends it */
+        out->size = i * (uint64_t)g.bs + len;
+        out->valid_end = fmt2_slot_off(g, i) + flen;
+        if (len < g.bs || !padded)          /* a partial block, or no next slot, ends it */
             break;
     }
     if (after_run)

@@ -158,7 +158,8 @@ static void fzf_check_open(int fd, uint64_t len, uint32_t bs, uint32_t version)
     fmt2_footer ft;
     /* a valid footer gives the size, unless its journal is damaged: then the open walks the
      * slots, and stat says so (1) */
-    if (bs && version >= FMT_VERSION_2 && fmt2_footer_read(fd, len, bs, &ft) == FMT_OK)
+    if (bs && version >= FMT_VERSION_2 &&
+        fmt2_footer_read(fd, len, fmt2_geo_of(version, bs), &ft) == FMT_OK)
         FZ_CHECK((src == 0 && ssize == size && ft.size == size) || (src == 1 && ft.j_len),
                  "v2: stat size %llu, open size %llu, footer size %llu",
                  (unsigned long long)ssize, (unsigned long long)size,
@@ -314,10 +315,11 @@ static void fzf5_check_at(const uint8_t *buf, size_t avail, uint32_t bs)
 /* The last slot a footer names, which is where a chain lies. */
 static void fzf5_check_last(int fd, const uint8_t *data, size_t size, uint32_t bs)
 {
+    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     fmt2_footer ft;
-    if (fmt2_footer_read(fd, size, bs, &ft) != FMT_OK || ft.n_blocks == 0)
+    if (fmt2_footer_read(fd, size, g, &ft) != FMT_OK || ft.n_blocks == 0)
         return;
-    uint64_t at = fmt2_slot_off(bs, ft.n_blocks - 1), n = fmt2_slot_len(bs);
+    uint64_t at = fmt2_slot_off(g, ft.n_blocks - 1), n = fmt2_slot_len(g);
     if (at < size)
         fzf5_check_at(data + at, size - at < n ? size - at : n, bs);
 }
@@ -464,8 +466,9 @@ static void fzf5_check_chain(const uint8_t *data, size_t size)
 /* The frame parser on the first slots, where the input puts them. */
 static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
 {
+    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     for (uint64_t i = 0; i < 4; i++) {
-        uint64_t at = fmt2_slot_off(bs, i);
+        uint64_t at = fmt2_slot_off(g, i);
         if (at >= size)
             break;
         fzf2_parse_at(data + at, size - at, bs);
@@ -508,8 +511,9 @@ static void fzf2_check_journal(int fd, const fmt2_footer *ft, uint32_t bs)
 
 static void fzf2_check_footer(int fd, uint64_t len, uint32_t bs)
 {
+    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     fmt2_footer ft;
-    fmt_error err = fmt2_footer_read(fd, len, bs, &ft);
+    fmt_error err = fmt2_footer_read(fd, len, g, &ft);
     FZ_CHECK(err == FMT_OK || err == FMT_ERR_NO_TRAILER, "footer read gave %d", (int)err);
     if (err != FMT_OK)
         return;
@@ -531,9 +535,10 @@ static void fzf2_check_footer(int fd, uint64_t len, uint32_t bs)
 
 static void fzf2_check_scan(int fd, uint64_t len, uint32_t bs)
 {
+    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     fmt2_scan_result plain, verified;
-    FZ_CHECK(fmt2_scan(fd, len, bs, 0, &plain) == FMT_OK, "scan");
-    FZ_CHECK(fmt2_scan(fd, len, bs, 1, &verified) == FMT_OK, "verifying scan");
+    FZ_CHECK(fmt2_scan(fd, len, g, 0, &plain) == FMT_OK, "scan");
+    FZ_CHECK(fmt2_scan(fd, len, g, 1, &verified) == FMT_OK, "verifying scan");
     FZ_CHECK(plain.bad_blocks == 0, "a plain walk found bad blocks");
     const fmt2_scan_result *r[2] = {&plain, &verified};
     for (int k = 0; k < 2; k++) {
@@ -544,8 +549,8 @@ static void fzf2_check_scan(int fd, uint64_t len, uint32_t bs)
                  (unsigned long long)r[k]->n_blocks, (unsigned long long)r[k]->size,
                  (unsigned long long)r[k]->valid_end, (unsigned long long)len);
         FZ_CHECK(r[k]->n_blocks == 0 ? r[k]->valid_end == FMT_MARKER_LEN
-                                     : r[k]->valid_end > fmt2_slot_off(bs, r[k]->n_blocks - 1) &&
-                                           r[k]->valid_end <= fmt2_slot_off(bs, r[k]->n_blocks),
+                                     : r[k]->valid_end > fmt2_slot_off(g, r[k]->n_blocks - 1) &&
+                                           r[k]->valid_end <= fmt2_slot_off(g, r[k]->n_blocks),
                  "scan end %llu outside slot %llu", (unsigned long long)r[k]->valid_end,
                  (unsigned long long)r[k]->n_blocks);
     }

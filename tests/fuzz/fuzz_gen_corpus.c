@@ -38,6 +38,7 @@
 #include "fmt2.h"
 
 #define GC_BS (64u << 10)
+#define GC_G fmt2_geo_of(FMT_VERSION_2, GC_BS)  /* where its files' slots lie */
 #define GC_V "v3-"                      /* names of the files this writer makes */
 
 typedef struct {
@@ -128,8 +129,8 @@ static void gc_old_slots(uint8_t *b, size_t len, const uint8_t *old, size_t old_
                          uint64_t first, uint64_t last)
 {
     uint64_t end = old_len < len ? old_len : len;
-    for (uint64_t i = first; i < last && fmt2_slot_off(GC_BS, i) < end; i++) {
-        uint64_t at = fmt2_slot_off(GC_BS, i), n = fmt2_slot_len(GC_BS);
+    for (uint64_t i = first; i < last && fmt2_slot_off(GC_G, i) < end; i++) {
+        uint64_t at = fmt2_slot_off(GC_G, i), n = fmt2_slot_len(GC_G);
         memcpy(b + at, old + at, at + n > end ? end - at : n);
     }
 }
@@ -274,7 +275,7 @@ static void gc_pair(const gc_ctx *c)
     gc_save_file(c, GC_V "pair-interrupted", b, len);
     fmt2_footer pl[2];
     int n = 0;
-    if (fmt2_pair_read(fd, len, GC_BS, pl, &n) != FMT_OK || n < 1)
+    if (fmt2_pair_read(fd, len, GC_G, pl, &n) != FMT_OK || n < 1)
         gc_die("no footer pair");
     b[pl[n - 1].j_off + pl[n - 1].j_len / 2] ^= 0x40;
     gc_save_file(c, GC_V "pair-newer-torn", b, len);
@@ -359,12 +360,12 @@ static void gc_chain(const gc_ctx *c)
         gc_die("ff_release");
     uint8_t *b = gc_bytes(fd, &len);
     uint32_t clen = 0, flen = 0;
-    if (fmt2_chain_parse(b + fmt2_slot_off(GC_BS, 0), len - fmt2_slot_off(GC_BS, 0), GC_BS, 1,
+    if (fmt2_chain_parse(b + fmt2_slot_off(GC_G, 0), len - fmt2_slot_off(GC_G, 0), GC_BS, 1,
                          &clen, &flen) != FMT_OK || clen != end)
         gc_die("the appends made no chain");
     gc_save_file(c, "v5-chain-appended", b, len);
     /* the last link torn in its block checksum, the frame's end and the footer lost */
-    gc_save_file(c, "v5-chain-torn", b, fmt2_slot_off(GC_BS, 0) + flen - 10);
+    gc_save_file(c, "v5-chain-torn", b, fmt2_slot_off(GC_G, 0) + flen - 10);
     free(b);
     close(fd);
     gc_fill(buf, 4096 + 64, 53);

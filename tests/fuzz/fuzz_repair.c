@@ -138,7 +138,7 @@ static void fr_check_own(int fd, const fr_view *first, int repaired)
     free(fr_file_bytes(fd, &len));
     if (m.version >= FMT_VERSION_2) {
         fmt2_footer ft;
-        FZ_CHECK(fmt2_footer_read(fd, len, m.block_size, &ft) == FMT_OK,
+        FZ_CHECK(fmt2_footer_read(fd, len, fmt2_geo_of(m.version, m.block_size), &ft) == FMT_OK,
                  "no valid footer after a read-write open");
         FZ_CHECK(ft.size == first->size, "footer size %llu, open size %llu",
                  (unsigned long long)ft.size, (unsigned long long)first->size);

@@ -27,6 +27,7 @@
 #include "fmt2.h"
 
 #define BS (64u << 10)
+#define G fmt2_geo_of(FMT_VERSION_2, BS)  /* where its files' slots lie */
 #define MAXL 8
 
 /* A file of one block held as a chain: the data, where each of its blocks ends, and the
@@ -125,7 +126,7 @@ static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
 {
     fmt2_recovery r;
     uint64_t before = file_len(c->fd);
-    assert_int_equal(fmt2_recover(c->fd, before, BS, write, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c->fd, before, G, write, 0, 1, &r), FMT_OK);
     assert_int_equal(r.ft.n_blocks, 1);
     assert_int_equal(r.ft.size, c->ends[blocks - 1]);
     assert_int_equal(r.chain_area, c->area_at[blocks - 1]);
@@ -145,7 +146,7 @@ static void expect_open(chain_case *c, int write, uint32_t blocks, int fixed)
 static void expect_open_again(chain_case *c, uint32_t blocks)
 {
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), G, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.chain_fixed, 0);
     assert_int_equal(r.settled, 0);
     assert_int_equal(r.ft.size, c->ends[blocks - 1]);
@@ -254,7 +255,7 @@ static void test_chain_damage_without_crash(void **state)
     chain_setup(&c, 5, 0, 5, ENDS[4], ENDS[4]);
     uint64_t at = tear_fifth(&c), before = file_len(c.fd);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c.fd, before, BS, 1, 0, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, before, G, 1, 0, 0, &r), FMT_OK);
     assert_int_equal(r.ft.size, ENDS[4]);
     assert_int_equal(r.chain_area, 0);
     assert_int_equal(r.chain_fixed, 0);
@@ -329,7 +330,7 @@ static void test_chain_walk(void **state)
         if (torn)
             tear_fifth(&c);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 1, 0, 1, &r), FMT_OK);
         assert_int_equal(r.torn, 1);
         assert_int_equal(r.ft.size, ENDS[torn ? 3 : 4]);
         fmt2_recovery_free(&r);
@@ -346,7 +347,7 @@ static void pair_file(chain_case *c, uint32_t blocks, uint64_t size)
 {
     uint64_t fe = FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1] +
                   FMT_FRAME_END_LEN;
-    uint64_t area = fmt2_slot_off(BS, 1), half = 1024;
+    uint64_t area = fmt2_slot_off(G, 1), half = 1024;
     uint64_t eof = (area + 2 * half + 127) / 128 * 128 + 128;
     uint8_t pad[8 + 4] = {0};
     fmt2_pad_header(pad, area - fe);
@@ -363,13 +364,13 @@ static void pair_file(chain_case *c, uint32_t blocks, uint64_t size)
 static void expect_pair_open(chain_case *c, uint32_t blocks, int fixed)
 {
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c->fd, file_len(c->fd), G, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.ft.size, c->ends[blocks - 1]);
     assert_int_equal(r.ft.paired, 0);
     assert_int_equal(r.chain_fixed, fixed);
     uint64_t end = fixed ? FMT_MARKER_LEN + FMT_FRAME_HEADER_LEN + c->area_at[blocks - 1] +
                                FMT_FRAME_END_LEN
-                         : fmt2_slot_off(BS, 1);
+                         : fmt2_slot_off(G, 1);
     assert_int_equal(r.ft.tail, end);
     assert_int_equal(file_len(c->fd), end + FMT2_FOOTER_LEN);
     fmt2_recovery_free(&r);
@@ -411,19 +412,19 @@ static void test_chain_pair_pad_torn(void **state)
     uint8_t zero[12] = {0}, pad[8];
     assert_int_equal(fmt_pwrite_all(c.fd, zero, sizeof(zero), fe), 0);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 0, 0, 1, &r), FMT_OK);
     assert_int_equal(r.chain_padded, 1);              /* found, not written */
     fmt2_recovery_free(&r);
     assert_int_equal(fmt_pread_all(c.fd, pad, sizeof(pad), fe), 0);
     assert_int_equal(fmt_get32(pad), 0);
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.chain_padded, 1);
     assert_int_equal(r.ft.size, ENDS[4]);
     fmt2_recovery_free(&r);
     assert_int_equal(fmt_pread_all(c.fd, pad, sizeof(pad), fe), 0);
     assert_int_equal(fmt_get32(pad), FMT_SKIP_PAD);
-    assert_int_equal(fmt_get32(pad + 4), fmt2_slot_off(BS, 1) - fe - 8);
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt_get32(pad + 4), fmt2_slot_off(G, 1) - fe - 8);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.chain_padded, 0);
     fmt2_recovery_free(&r);
     chain_free(&c);

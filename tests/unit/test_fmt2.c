@@ -28,6 +28,7 @@
 #include "fmt2.h"
 
 #define BS (64u << 10)
+#define G fmt2_geo_of(FMT_VERSION_2, BS)  /* where its files' slots lie */
 #define TAG "test_fmt2"
 
 static uint8_t *make_data(size_t n, int random, uint32_t seed)
@@ -182,7 +183,7 @@ static fmt_error footer_try(const fmt2_footer *ft, uint64_t flen)
     assert_int_equal(fmt2_footer_write(fd, flen - FMT2_FOOTER_LEN, ft), 0);
     assert_int_equal(file_len(fd), flen);
     fmt2_footer got;
-    fmt_error err = fmt2_footer_read(fd, flen, BS, &got);
+    fmt_error err = fmt2_footer_read(fd, flen, G, &got);
     if (err == FMT_OK) {
         assert_int_equal(got.size, ft->size);
         assert_int_equal(got.n_blocks, (ft->size + BS - 1) / BS);
@@ -200,7 +201,7 @@ static fmt_error footer_try(const fmt2_footer *ft, uint64_t flen)
 static void test_footer(void **state)
 {
     /* 4 blocks, the last 100 bytes; a journal of 100 bytes after the slots */
-    uint64_t size = 3ull * BS + 100, tail = fmt2_slot_off(BS, 3) + 200;
+    uint64_t size = 3ull * BS + 100, tail = fmt2_slot_off(G, 3) + 200;
     fmt2_footer ok = {size, 4, tail, tail, 100, 0x1122334455667788ull, 2, 0};
     uint64_t flen = tail + 100 + FMT2_FOOTER_LEN;
     assert_int_equal(footer_try(&ok, flen), FMT_OK);
@@ -213,19 +214,19 @@ static void test_footer(void **state)
     assert_int_equal(footer_try(&empty, FMT_MARKER_LEN + FMT2_FOOTER_LEN), FMT_OK);
     /* the largest size */
     fmt2_footer big = {FMT2_MAX_SIZE, FMT2_MAX_SIZE / BS,
-                       fmt2_slot_off(BS, FMT2_MAX_SIZE / BS - 1) + FMT2_FRAME_OVERHEAD, 0, 0, 1,
+                       fmt2_slot_off(G, FMT2_MAX_SIZE / BS - 1) + FMT2_FRAME_OVERHEAD, 0, 0, 1,
                        0, 0};
     char path[64];
     int fd = tmp_file(path, sizeof(path));
     uint64_t bigf = big.tail + FMT2_FOOTER_LEN;
     assert_int_equal(fmt2_footer_write(fd, big.tail, &big), 0);
     fmt2_footer got;
-    assert_int_equal(fmt2_footer_read(fd, bigf, BS, &got), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, bigf, G, &got), FMT_OK);
     big.size++;                                                  /* one more byte: refused */
-    big.tail = fmt2_slot_off(BS, FMT2_MAX_SIZE / BS) + FMT2_FRAME_OVERHEAD;
+    big.tail = fmt2_slot_off(G, FMT2_MAX_SIZE / BS) + FMT2_FRAME_OVERHEAD;
     bigf = big.tail + FMT2_FOOTER_LEN;
     assert_int_equal(fmt2_footer_write(fd, big.tail, &big), 0);
-    assert_int_equal(fmt2_footer_read(fd, bigf, BS, &got), FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_footer_read(fd, bigf, G, &got), FMT_ERR_NO_TRAILER);
     close(fd);
     unlink(path);
 
@@ -233,13 +234,13 @@ static void test_footer(void **state)
     t = ok, t.fresh = 5;
     assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
     /* tail: before the last slot's smallest frame, past the last slot, past the footer */
-    t = ok, t.tail = fmt2_slot_off(BS, 3) + FMT2_FRAME_OVERHEAD - 1, t.j_off = t.tail;
+    t = ok, t.tail = fmt2_slot_off(G, 3) + FMT2_FRAME_OVERHEAD - 1, t.j_off = t.tail;
     assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
-    t.tail = t.j_off = fmt2_slot_off(BS, 3) + FMT2_FRAME_OVERHEAD;
+    t.tail = t.j_off = fmt2_slot_off(G, 3) + FMT2_FRAME_OVERHEAD;
     assert_int_equal(footer_try(&t, flen), FMT_OK);
-    t.tail = fmt2_slot_off(BS, 4) + 1, t.j_off = t.j_len = 0;
+    t.tail = fmt2_slot_off(G, 4) + 1, t.j_off = t.j_len = 0;
     assert_int_equal(footer_try(&t, t.tail + FMT2_FOOTER_LEN + 10), FMT_ERR_NO_TRAILER);
-    t.tail = fmt2_slot_off(BS, 4);
+    t.tail = fmt2_slot_off(G, 4);
     assert_int_equal(footer_try(&t, t.tail + FMT2_FOOTER_LEN), FMT_OK);
     t = ok, t.j_off = t.j_len = 0;
     assert_int_equal(footer_try(&t, tail + FMT2_FOOTER_LEN - 1), FMT_ERR_NO_TRAILER);
@@ -260,7 +261,7 @@ static void test_footer(void **state)
     assert_int_equal(footer_try(&t, flen), FMT_ERR_NO_TRAILER);
     /* a file too short for marker and footer */
     fd = tmp_file(path, sizeof(path));
-    assert_int_equal(fmt2_footer_read(fd, FMT_MARKER_LEN + FMT2_FOOTER_LEN - 1, BS, &got),
+    assert_int_equal(fmt2_footer_read(fd, FMT_MARKER_LEN + FMT2_FOOTER_LEN - 1, G, &got),
                      FMT_ERR_NO_TRAILER);
     /* bytes: magic, payload length, a field without its checksum, version, checksum */
     uint8_t b[FMT2_FOOTER_LEN], c[FMT2_FOOTER_LEN];
@@ -271,16 +272,16 @@ static void test_footer(void **state)
         c[at[k]] ^= 0x04;
         assert_int_equal(ftruncate(fd, 0), 0);
         assert_int_equal(fmt_pwrite_all(fd, c, sizeof(c), flen - FMT2_FOOTER_LEN), 0);
-        assert_int_equal(fmt2_footer_read(fd, flen, BS, &got), FMT_ERR_NO_TRAILER);
+        assert_int_equal(fmt2_footer_read(fd, flen, G, &got), FMT_ERR_NO_TRAILER);
     }
     /* the version field with a checksum that matches: still refused */
     memcpy(c, b, sizeof(b));
     fmt_put32(c + 56, 3);
     fmt_put32(c + 60, XXH32(c + 8, 52, 0));
     assert_int_equal(fmt_pwrite_all(fd, c, sizeof(c), flen - FMT2_FOOTER_LEN), 0);
-    assert_int_equal(fmt2_footer_read(fd, flen, BS, &got), FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_footer_read(fd, flen, G, &got), FMT_ERR_NO_TRAILER);
     assert_int_equal(fmt_pwrite_all(fd, b, sizeof(b), flen - FMT2_FOOTER_LEN), 0);
-    assert_int_equal(fmt2_footer_read(fd, flen, BS, &got), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, flen, G, &got), FMT_OK);
     close(fd);
     unlink(path);
 }
@@ -527,14 +528,14 @@ static void scase_new(scase *c)
         uint8_t *d = make_data(len, i == 1, 100 + i);   /* block 1 does not compress */
         memcpy(c->data + (uint64_t)i * BS, d, len);
         c->flen[i] = encode(fr, d, len);
-        uint64_t end = i + 1 < SC_N ? fmt2_slot_off(BS, i + 1) : fmt2_slot_off(BS, i) + c->flen[i];
+        uint64_t end = i + 1 < SC_N ? fmt2_slot_off(G, i + 1) : fmt2_slot_off(G, i) + c->flen[i];
         assert_int_equal(
-            fmt2_write_slot(c->fd, BS, i, fr, (uint32_t)c->flen[i], len, 0, end, NULL), 0);
+            fmt2_write_slot(c->fd, G, i, fr, (uint32_t)c->flen[i], len, 0, end, NULL), 0);
         free(d);
     }
-    assert_int_equal(fmt2_write_hole_run(c->fd, BS, SC_FULL, SC_FULL + SC_HOLES,
+    assert_int_equal(fmt2_write_hole_run(c->fd, G, SC_FULL, SC_FULL + SC_HOLES,
                                          fmt2_zero_sum(BS), 0), 0);
-    c->end = fmt2_slot_off(BS, SC_N - 1) + c->flen[SC_N - 1];
+    c->end = fmt2_slot_off(G, SC_N - 1) + c->flen[SC_N - 1];
     assert_int_equal(file_len(c->fd), c->end);
     free(fr);
 }
@@ -550,7 +551,7 @@ static void scan_expect(int fd, int verify, uint64_t n, uint64_t size, uint64_t 
                         uint64_t bad)
 {
     fmt2_scan_result r;
-    assert_int_equal(fmt2_scan(fd, file_len(fd), BS, verify, &r), FMT_OK);
+    assert_int_equal(fmt2_scan(fd, file_len(fd), G, verify, &r), FMT_OK);
     assert_int_equal(r.n_blocks, n);
     assert_int_equal(r.size, size);
     assert_int_equal(r.valid_end, end);
@@ -566,16 +567,16 @@ static void test_scan(void **state)
     /* every slot but the last is padded exactly to the next one */
     for (uint32_t i = 0; i + 1 < SC_N; i++) {
         uint8_t h[8];
-        assert_int_equal(fmt_pread_all(c.fd, h, 8, fmt2_slot_off(BS, i) + c.flen[i]), 0);
+        assert_int_equal(fmt_pread_all(c.fd, h, 8, fmt2_slot_off(G, i) + c.flen[i]), 0);
         assert_int_equal(fmt_get32(h), FMT_SKIP_PAD);
-        assert_int_equal(fmt_get32(h + 4), fmt2_slot_len(BS) - c.flen[i] - 8);
+        assert_int_equal(fmt_get32(h + 4), fmt2_slot_len(G) - c.flen[i] - 8);
     }
     /* the holes' frames parse and verify (their data read as zeros) */
-    uint8_t *slot = malloc(fmt2_slot_len(BS));
+    uint8_t *slot = malloc(fmt2_slot_len(G));
     for (uint32_t i = SC_FULL; i < SC_FULL + SC_HOLES; i++) {
         uint32_t len, word, flen;
-        assert_int_equal(fmt_pread_all(c.fd, slot, fmt2_slot_len(BS), fmt2_slot_off(BS, i)), 0);
-        assert_int_equal(fmt2_frame_parse(slot, fmt2_slot_len(BS), BS, 1, &len, &word, &flen),
+        assert_int_equal(fmt_pread_all(c.fd, slot, fmt2_slot_len(G), fmt2_slot_off(G, i)), 0);
+        assert_int_equal(fmt2_frame_parse(slot, fmt2_slot_len(G), BS, 1, &len, &word, &flen),
                          FMT_OK);
         assert_int_equal(word, BS | FMT_RAW_BIT);
         assert_int_equal(flen, BS + FMT2_FRAME_OVERHEAD);
@@ -586,7 +587,7 @@ static void test_scan(void **state)
     assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
     fmt2_footer got;
-    assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), BS, &got), FMT_OK);
+    assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), G, &got), FMT_OK);
     /* a file of the marker alone, or less */
     char p2[64];
     int fd = tmp_file(p2, sizeof(p2));
@@ -619,22 +620,22 @@ static void test_scan_missing_padding(void **state)
     scase c;
     scase_new(&c);
     uint8_t z[8] = {0};
-    assert_int_equal(fmt_pwrite_all(c.fd, z, 8, fmt2_slot_off(BS, 1) + c.flen[1]), 0);
-    scan_expect(c.fd, 1, 2, 2ull * BS, fmt2_slot_off(BS, 1) + c.flen[1], 0);
-    scan_expect(c.fd, 0, 2, 2ull * BS, fmt2_slot_off(BS, 1) + c.flen[1], 0);
+    assert_int_equal(fmt_pwrite_all(c.fd, z, 8, fmt2_slot_off(G, 1) + c.flen[1]), 0);
+    scan_expect(c.fd, 1, 2, 2ull * BS, fmt2_slot_off(G, 1) + c.flen[1], 0);
+    scan_expect(c.fd, 0, 2, 2ull * BS, fmt2_slot_off(G, 1) + c.flen[1], 0);
     scase_free(&c);
     /* padding that does not reach the next slot exactly */
     scase_new(&c);
     uint8_t h[8];
     fmt_put32(h, FMT_SKIP_PAD);
-    fmt_put32(h + 4, (uint32_t)(fmt2_slot_len(BS) - c.flen[0] - 8 - 1));
-    assert_int_equal(fmt_pwrite_all(c.fd, h, 8, fmt2_slot_off(BS, 0) + c.flen[0]), 0);
-    scan_expect(c.fd, 1, 1, BS, fmt2_slot_off(BS, 0) + c.flen[0], 0);
+    fmt_put32(h + 4, (uint32_t)(fmt2_slot_len(G) - c.flen[0] - 8 - 1));
+    assert_int_equal(fmt_pwrite_all(c.fd, h, 8, fmt2_slot_off(G, 0) + c.flen[0]), 0);
+    scan_expect(c.fd, 1, 1, BS, fmt2_slot_off(G, 0) + c.flen[0], 0);
     scase_free(&c);
     /* in a hole run: the padding after hole 4 */
     scase_new(&c);
-    assert_int_equal(fmt_pwrite_all(c.fd, z, 8, fmt2_slot_off(BS, 4) + c.flen[4]), 0);
-    scan_expect(c.fd, 1, 5, 5ull * BS, fmt2_slot_off(BS, 4) + c.flen[4], 0);
+    assert_int_equal(fmt_pwrite_all(c.fd, z, 8, fmt2_slot_off(G, 4) + c.flen[4]), 0);
+    scan_expect(c.fd, 1, 5, 5ull * BS, fmt2_slot_off(G, 4) + c.flen[4], 0);
     scase_free(&c);
 }
 
@@ -645,7 +646,7 @@ static void test_scan_missing_padding(void **state)
 static void zero_content_sum(scase *c, uint32_t i)
 {
     uint8_t z[4] = {0};
-    assert_int_equal(fmt_pwrite_all(c->fd, z, 4, fmt2_slot_off(BS, i) + c->flen[i] - 4), 0);
+    assert_int_equal(fmt_pwrite_all(c->fd, z, 4, fmt2_slot_off(G, i) + c->flen[i] - 4), 0);
 }
 
 static void test_scan_torn_content_sum(void **state)
@@ -655,7 +656,7 @@ static void test_scan_torn_content_sum(void **state)
     zero_content_sum(&c, SC_N - 1);                /* the last block, compressed */
     scan_expect(c.fd, 0, SC_N, c.size, c.end, 0);  /* not verifying: nothing is decoded */
     scan_expect(c.fd, 1, SC_N - 1, (SC_N - 1) * (uint64_t)BS,
-                fmt2_slot_off(BS, SC_N - 2) + c.flen[SC_N - 2], 0);
+                fmt2_slot_off(G, SC_N - 2) + c.flen[SC_N - 2], 0);
     scase_free(&c);
     /* a raw block in the middle, followed by good ones: kept, counted bad (it reads as EIO) */
     scase_new(&c);
@@ -668,12 +669,12 @@ static void test_scan_torn_content_sum(void **state)
     assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
     zero_content_sum(&c, SC_N - 1);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 0, 0, 1, &r), FMT_OK);
     assert_int_equal(r.ft.n_blocks, SC_N);
-    assert_int_equal(fmt2_check_fresh(c.fd, BS, 0, 0, &r), FMT_OK);
+    assert_int_equal(fmt2_check_fresh(c.fd, G, 0, 0, &r), FMT_OK);
     assert_int_equal(r.ft.n_blocks, SC_N - 1);
     assert_int_equal(r.ft.size, (SC_N - 1) * (uint64_t)BS);
-    assert_int_equal(r.ft.tail, fmt2_slot_off(BS, SC_N - 2) + c.flen[SC_N - 2]);
+    assert_int_equal(r.ft.tail, fmt2_slot_off(G, SC_N - 2) + c.flen[SC_N - 2]);
     fmt2_recovery_free(&r);
     scase_free(&c);
 }
@@ -689,15 +690,15 @@ static void test_fresh_padding_lost(void **state)
     scase_new(&c);
     fmt2_footer ft = {c.size, SC_N, c.end, 0, 0, 1, SC_FULL, 0};
     assert_int_equal(fmt2_footer_write(c.fd, c.end, &ft), 0);
-    uint64_t pad_at = fmt2_slot_off(BS, SC_FULL - 1) + c.flen[SC_FULL - 1];
+    uint64_t pad_at = fmt2_slot_off(G, SC_FULL - 1) + c.flen[SC_FULL - 1];
     fmt2_footer old = {SC_FULL * (uint64_t)BS, SC_FULL, pad_at, 0, 0, 0, SC_FULL, 0};
     uint8_t b[FMT2_FOOTER_LEN], pad[8];
     fmt2_footer_encode(&old, b);
     assert_int_equal(fmt_pwrite_all(c.fd, b, sizeof(b), pad_at), 0);
     for (int write = 0; write <= 1; write++) {
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, write, 0, 1, &r), FMT_OK);
-        assert_int_equal(fmt2_check_fresh(c.fd, BS, write, 0, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, write, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_check_fresh(c.fd, G, write, 0, &r), FMT_OK);
         assert_int_equal(r.pad_fixed, SC_FULL);          /* block SC_FULL - 1, plus one */
         assert_int_equal(r.unsynced_cut, 0);
         assert_int_equal(r.ft.n_blocks, SC_N);
@@ -705,7 +706,7 @@ static void test_fresh_padding_lost(void **state)
         assert_int_equal(fmt_pread_all(c.fd, pad, sizeof(pad), pad_at), 0);
         assert_int_equal(fmt_get32(pad), write ? FMT_SKIP_PAD : fmt_get32(b));
     }
-    assert_int_equal(fmt_get32(pad + 4), fmt2_slot_off(BS, SC_FULL) - pad_at - 8);
+    assert_int_equal(fmt_get32(pad + 4), fmt2_slot_off(G, SC_FULL) - pad_at - 8);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
     scase_free(&c);
 }
@@ -722,14 +723,14 @@ static void test_damaged_journal_walks(void **state)
         scase_new(&c);
         uint8_t junk[100];
         memset(junk, 0x5a, sizeof(junk));
-        uint64_t at = fmt2_slot_off(BS, SC_N);
+        uint64_t at = fmt2_slot_off(G, SC_N);
         assert_int_equal(fmt_pwrite_all(c.fd, junk, sizeof(junk), at), 0);
         fmt2_footer ft = {SC_N * (uint64_t)BS, SC_N, at, at, sizeof(junk), 7, SC_N, 0};
         assert_int_equal(fmt2_footer_write(c.fd, at + sizeof(junk), &ft), 0);
         fmt2_footer back;              /* the footer itself is valid */
-        assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), BS, &back), FMT_OK);
+        assert_int_equal(fmt2_footer_read(c.fd, file_len(c.fd), G, &back), FMT_OK);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, write, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, write, 0, 1, &r), FMT_OK);
         assert_true(r.journal_bad);
         assert_int_equal(r.ft.n_blocks, SC_N);
         assert_int_equal(r.ft.size, c.size);
@@ -791,7 +792,7 @@ static void pcase_new(pcase *p, int pa)
     p->fb1 = pcase_frame(p, 1, 503, &p->lb1);
     fmt2_jentry a[2] = {{1, BS, (uint32_t)p->la1, p->fa1}, {2, BS, (uint32_t)p->la2, p->fa2}};
     fmt2_jentry b[1] = {{1, BS, (uint32_t)p->lb1, p->fb1}};
-    p->ja = fmt2_slot_off(BS, SC_N);
+    p->ja = fmt2_slot_off(G, SC_N);
     pcase_journal(p, a, 2, 5, p->ja, &p->jla);
     p->jb = p->ja + p->jla;
     pcase_journal(p, b, 1, 6, p->jb, &p->jlb);
@@ -819,7 +820,7 @@ static void pcase_expect_settled(pcase *p, const fmt2_recovery *r, uint64_t seq)
     assert_true(r->settled);
     assert_int_equal(file_len(p->c.fd), p->c.end + FMT2_FOOTER_LEN);
     fmt2_footer ft;
-    assert_int_equal(fmt2_footer_read(p->c.fd, file_len(p->c.fd), BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(p->c.fd, file_len(p->c.fd), G, &ft), FMT_OK);
     assert_int_equal(ft.seq, seq);
     assert_int_equal(ft.j_len, 0);
     assert_false(ft.paired);
@@ -836,7 +837,7 @@ static void test_pair_both_journals(void **state)
         pcase p;
         pcase_new(&p, pa);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 0, 0, 1, &r), FMT_OK);
         assert_true(r.paired);
         assert_false(r.torn);
         assert_int_equal(r.pair_journals, 2);
@@ -849,7 +850,7 @@ static void test_pair_both_journals(void **state)
         assert_int_equal(r.jat[1], p.ja + FMT2_J_HEAD + 2 * FMT2_J_ENTRY + p.la1);
         assert_int_equal(file_len(p.c.fd), p.eof);        /* nothing written */
         fmt2_recovery_free(&r);
-        assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 1, 0, 1, &r), FMT_OK);
         pcase_expect_settled(&p, &r, 7);
         fmt2_recovery_free(&r);
         pcase_free(&p);
@@ -866,7 +867,7 @@ static void test_pair_newer_lost(void **state)
     memcpy(p.want + BS, d, BS);
     free(d);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 1, 0, 1, &r), FMT_OK);
     assert_true(r.paired);
     assert_int_equal(r.pair_journals, 1);
     assert_int_equal(r.replayed, 2);
@@ -884,7 +885,7 @@ static void test_pair_older_gone(void **state)
     flip(p.c.fd, p.ja + 30);
     memcpy(p.want + 2 * (uint64_t)BS, p.c.data + 2 * (uint64_t)BS, BS);   /* block 2 as it was */
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.pair_journals, 1);
     assert_int_equal(r.replayed, 1);
     pcase_expect_settled(&p, &r, 7);
@@ -911,7 +912,7 @@ static void test_pair_unusable(void **state)
             assert_int_equal(ftruncate(p.c.fd, (off_t)len), 0);
         }
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(p.c.fd, len, BS, 0, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(p.c.fd, len, G, 0, 0, 1, &r), FMT_OK);
         assert_false(r.paired);
         assert_true(r.torn);
         assert_int_equal(r.ft.n_blocks, SC_N);
@@ -933,14 +934,14 @@ static void test_pair_no_journal(void **state)
     assert_int_equal(fmt2_place_write(p.c.fd, p.eof, 0, &bare), 0);
     flip(p.c.fd, p.jb + 30);           /* the newer footer's journal did not reach the disk */
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 0, 0, 1, &r), FMT_OK);
     assert_true(r.paired);
     assert_int_equal(r.ft.seq, 4);
     assert_int_equal(r.ft.j_len, 0);
     assert_int_equal(r.replayed, 0);
     assert_int_equal(r.jn, 0);
     fmt2_recovery_free(&r);
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 1, 0, 1, &r), FMT_OK);
     pcase_expect_settled(&p, &r, 5);
     fmt2_recovery_free(&r);
     pcase_free(&p);
@@ -953,10 +954,10 @@ static void test_pair_versions(void **state)
     pcase p;
     pcase_new(&p, 0);
     fmt2_footer ft;
-    assert_int_equal(fmt2_footer_read(p.c.fd, p.eof, BS, &ft), FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_footer_read(p.c.fd, p.eof, G, &ft), FMT_ERR_NO_TRAILER);
     fmt2_footer pl[2];
     int n;
-    assert_int_equal(fmt2_pair_read(p.c.fd, p.eof, BS, pl, &n), FMT_OK);
+    assert_int_equal(fmt2_pair_read(p.c.fd, p.eof, G, pl, &n), FMT_OK);
     assert_int_equal(n, 2);
     assert_true(pl[0].seq == 5 && pl[1].seq == 6 && pl[0].paired && pl[1].paired);
     fmt2_footer v2 = {p.c.size, SC_N, p.c.end, 0, 0, 8, SC_N, 0};
@@ -964,7 +965,7 @@ static void test_pair_versions(void **state)
     fmt2_footer_encode(&v2, b);
     assert_int_equal(fmt_pwrite_all(p.c.fd, b, sizeof(b), fmt2_place_off(p.eof, 1)), 0);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(p.c.fd, p.eof, BS, 0, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(p.c.fd, p.eof, G, 0, 0, 1, &r), FMT_OK);
     assert_false(r.paired);
     assert_int_equal(r.ft.seq, 8);
     assert_int_equal(r.replayed, 0);
@@ -977,31 +978,31 @@ static void test_scan_bad_blocks(void **state)
     scase c;
     /* a bad block with a good one after it: kept, counted; only a verifying walk sees it */
     scase_new(&c);
-    flip(c.fd, fmt2_slot_off(BS, 1) + FMT_FRAME_HEADER_LEN + 4 + 100);
+    flip(c.fd, fmt2_slot_off(G, 1) + FMT_FRAME_HEADER_LEN + 4 + 100);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 1);
     scan_expect(c.fd, 0, SC_N, c.size, c.end, 0);
-    flip(c.fd, fmt2_slot_off(BS, 2) + FMT_FRAME_HEADER_LEN + 4 + 5);
+    flip(c.fd, fmt2_slot_off(G, 2) + FMT_FRAME_HEADER_LEN + 4 + 5);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 2);
     scase_free(&c);
     /* a bad last block is a torn tail: dropped */
     scase_new(&c);
-    flip(c.fd, fmt2_slot_off(BS, SC_N - 1) + FMT_FRAME_HEADER_LEN + 4 + 3);
+    flip(c.fd, fmt2_slot_off(G, SC_N - 1) + FMT_FRAME_HEADER_LEN + 4 + 3);
     scan_expect(c.fd, 1, SC_N - 1, (SC_N - 1) * (uint64_t)BS,
-                fmt2_slot_off(BS, SC_N - 2) + c.flen[SC_N - 2], 0);
+                fmt2_slot_off(G, SC_N - 2) + c.flen[SC_N - 2], 0);
     scan_expect(c.fd, 0, SC_N, c.size, c.end, 0);
     scase_free(&c);
     /* a bad block whose next slot holds nothing: dropped with what follows */
     scase_new(&c);
-    flip(c.fd, fmt2_slot_off(BS, 0) + FMT_FRAME_HEADER_LEN + 4 + 3);
+    flip(c.fd, fmt2_slot_off(G, 0) + FMT_FRAME_HEADER_LEN + 4 + 3);
     uint8_t z[4] = {0};
-    assert_int_equal(fmt_pwrite_all(c.fd, z, 4, fmt2_slot_off(BS, 1)), 0);
+    assert_int_equal(fmt_pwrite_all(c.fd, z, 4, fmt2_slot_off(G, 1)), 0);
     scan_expect(c.fd, 1, 0, 0, FMT_MARKER_LEN, 0);
     scase_free(&c);
     /* the last file cut in its last frame: that block is gone */
     scase_new(&c);
     assert_int_equal(ftruncate(c.fd, (off_t)(c.end - 1)), 0);
     scan_expect(c.fd, 1, SC_N - 1, (SC_N - 1) * (uint64_t)BS,
-                fmt2_slot_off(BS, SC_N - 2) + c.flen[SC_N - 2], 0);
+                fmt2_slot_off(G, SC_N - 2) + c.flen[SC_N - 2], 0);
     scase_free(&c);
 }
 
@@ -1012,20 +1013,20 @@ static void test_recover_lost_punch(void **state)
 {
     scase c;
     scase_new(&c);
-    assert_int_equal(fmt2_write_hole_run(c.fd, BS, 1, 2, fmt2_zero_sum(BS), 0), 0);
+    assert_int_equal(fmt2_write_hole_run(c.fd, G, 1, 2, fmt2_zero_sum(BS), 0), 0);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 1);
     fmt2_recovery r;
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 0, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 0, 0, 1, &r), FMT_OK);
     assert_int_equal(r.bad_blocks, 1);
     fmt2_recovery_free(&r);
-    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), BS, 1, 0, 1, &r), FMT_OK);
+    assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 1, 0, 1, &r), FMT_OK);
     assert_int_equal(r.bad_blocks, 0);
     assert_int_equal(r.ft.n_blocks, SC_N);
     assert_int_equal(r.ft.size, c.size);
     fmt2_recovery_free(&r);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 0);
     uint8_t *got = malloc(BS), *zeros = calloc(1, BS);
-    assert_int_equal(fmt_pread_all(c.fd, got, BS, fmt2_slot_off(BS, 1) + FMT2_HOLE_HEAD), 0);
+    assert_int_equal(fmt_pread_all(c.fd, got, BS, fmt2_slot_off(G, 1) + FMT2_HOLE_HEAD), 0);
     assert_memory_equal(got, zeros, BS);
     free(got);
     free(zeros);
@@ -1056,14 +1057,14 @@ static void test_holes_sparse(void **state)
     const uint64_t n = 64;
     marker(fd);
     uint8_t *junk = make_data(1 << 20, 1, 9);
-    for (uint64_t off = FMT_MARKER_LEN; off < fmt2_slot_off(BS, n); off += 1 << 20)
+    for (uint64_t off = FMT_MARKER_LEN; off < fmt2_slot_off(G, n); off += 1 << 20)
         assert_int_equal(fmt_pwrite_all(fd, junk, 1 << 20, off), 0);
-    uint64_t zero_end = fmt2_slot_off(BS, n) + (1 << 20) - 1;
-    assert_int_equal(fmt2_zero(fd, fmt2_slot_off(BS, 0), zero_end - fmt2_slot_off(BS, 0)), 0);
-    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), 0), 0);
-    assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
-                                     fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD, NULL), 0);
-    uint64_t end = fmt2_slot_off(BS, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
+    uint64_t zero_end = fmt2_slot_off(G, n) + (1 << 20) - 1;
+    assert_int_equal(fmt2_zero(fd, fmt2_slot_off(G, 0), zero_end - fmt2_slot_off(G, 0)), 0);
+    assert_int_equal(fmt2_write_hole_run(fd, G, 0, n - 1, fmt2_zero_sum(BS), 0), 0);
+    assert_int_equal(fmt2_write_slot(fd, G, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
+                                     fmt2_slot_off(G, n - 1) + 777 + FMT2_FRAME_OVERHEAD, NULL), 0);
+    uint64_t end = fmt2_slot_off(G, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
     assert_int_equal(ftruncate(fd, (off_t)end), 0);
     fsync(fd);
     struct stat st;
@@ -1088,12 +1089,12 @@ static void rewrite_with_footer(uint32_t gap)
     uint8_t *a = make_data(1000, 0, 3), *b = make_data(3000, 0, 4);
     uint8_t *fa = malloc(1000 + FMT2_FRAME_OVERHEAD), *fb = malloc(3000 + FMT2_FRAME_OVERHEAD);
     size_t la = encode(fa, a, 1000), lb = encode(fb, b, 3000);
-    uint64_t at = fmt2_slot_off(BS, 0);
-    assert_int_equal(fmt2_write_slot(fd, BS, 0, fa, (uint32_t)la, 1000, 0, at + la, NULL), 0);
+    uint64_t at = fmt2_slot_off(G, 0);
+    assert_int_equal(fmt2_write_slot(fd, G, 0, fa, (uint32_t)la, 1000, 0, at + la, NULL), 0);
     fmt2_footer ft = {3000, 1, at + lb + gap, 0, 0, 7, 1, 0}, got;
     uint8_t enc[FMT2_FOOTER_LEN], back[FMT2_FOOTER_LEN];
     fmt2_footer_encode(&ft, enc);
-    assert_int_equal(fmt2_rewrite_slot(fd, BS, 0, fb, (uint32_t)lb, 3000, at + lb + gap, 0, enc), 0);
+    assert_int_equal(fmt2_rewrite_slot(fd, G, 0, fb, (uint32_t)lb, 3000, at + lb + gap, 0, enc), 0);
     assert_int_equal(file_len(fd), at + lb + gap + FMT2_FOOTER_LEN);
     size_t first = gap ? 8 : FMT2_FOOTER_LEN;
     assert_int_equal(pread(fd, back, first, (off_t)(at + lb)), (ssize_t)first);
@@ -1103,7 +1104,7 @@ static void rewrite_with_footer(uint32_t gap)
         assert_int_equal(pread(fd, back, FMT2_FOOTER_LEN, (off_t)(at + lb + gap)), FMT2_FOOTER_LEN);
     }
     assert_memory_equal(back, enc, FMT2_FOOTER_LEN);
-    assert_int_equal(fmt2_footer_read(fd, file_len(fd), BS, &got), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, file_len(fd), G, &got), FMT_OK);
     assert_int_equal(got.size, 3000);
     assert_int_equal(got.tail, at + lb + gap);
     scan_expect(fd, 1, 1, 3000, at + lb, 0);
@@ -1124,9 +1125,9 @@ static void test_rewrite_slot_footer(void **state)
 static uint64_t runs_file(int fd, uint64_t n, uint32_t last)
 {
     marker(fd);
-    assert_int_equal(fmt2_write_hole_run(fd, BS, 0, n - 1, fmt2_zero_sum(BS), 1), 0);
-    uint64_t end = fmt2_slot_off(BS, n - 1) + last + FMT2_FRAME_OVERHEAD;
-    assert_int_equal(fmt2_write_slot(fd, BS, n - 1, NULL, 0, last, fmt2_zero_sum(last), end,
+    assert_int_equal(fmt2_write_hole_run(fd, G, 0, n - 1, fmt2_zero_sum(BS), 1), 0);
+    uint64_t end = fmt2_slot_off(G, n - 1) + last + FMT2_FRAME_OVERHEAD;
+    assert_int_equal(fmt2_write_slot(fd, G, n - 1, NULL, 0, last, fmt2_zero_sum(last), end,
                                      NULL), 0);
     assert_int_equal(ftruncate(fd, (off_t)end), 0);
     return end;
@@ -1152,21 +1153,21 @@ static void test_hole_runs(void **state)
     for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
         uint64_t a = 99;
         uint32_t m = 0;
-        assert_int_equal(fmt2_run_find(fd, BS, at[k], &a, &m), FMT_OK);
+        assert_int_equal(fmt2_run_find(fd, G, at[k], &a, &m), FMT_OK);
         assert_int_equal(a, head[k]);
         assert_int_equal(m, head[k] == 128 ? n - 1 - 128 : g);
     }
     uint64_t a;
     uint32_t m;
-    assert_int_equal(fmt2_run_find(fd, BS, n - 1, &a, &m), FMT_ERR_CORRUPT);
+    assert_int_equal(fmt2_run_find(fd, G, n - 1, &a, &m), FMT_ERR_CORRUPT);
     /* where the holes are: a run at once, the last block as a single hole */
-    assert_int_equal(fmt2_slot_hole(fd, BS, 100, BS, fmt2_zero_sum(BS), &a, &m), 1);
+    assert_int_equal(fmt2_slot_hole(fd, G, 100, BS, fmt2_zero_sum(BS), &a, &m), 1);
     assert_int_equal(a, 64);
     assert_int_equal(m, g);
-    assert_int_equal(fmt2_slot_hole(fd, BS, n - 1, 777, fmt2_zero_sum(777), &a, &m), 1);
+    assert_int_equal(fmt2_slot_hole(fd, G, n - 1, 777, fmt2_zero_sum(777), &a, &m), 1);
     assert_int_equal(a, n - 1);
     assert_int_equal(m, 1);
-    assert_int_equal(fmt2_slot_hole(fd, BS, n - 1, 777, fmt2_zero_sum(778), &a, &m), 0);
+    assert_int_equal(fmt2_slot_hole(fd, G, n - 1, 777, fmt2_zero_sum(778), &a, &m), 0);
     decodes_to_zeros(fd, path, n, (n - 1) * BS + 777, end);
     close(fd);
     unlink(path);
@@ -1182,15 +1183,15 @@ static void test_hole_runs_damaged(void **state)
     uint64_t end = runs_file(fd, n, 777), a;
     uint32_t m;
     /* the second run's EndMark: its block checksum and content checksum stay */
-    uint64_t tail = fmt2_slot_off(BS, 64) + FMT2_FRAME_OVERHEAD + 64ull * BS - 8;
+    uint64_t tail = fmt2_slot_off(G, 64) + FMT2_FRAME_OVERHEAD + 64ull * BS - 8;
     assert_int_equal(fmt_pwrite_all(fd, "\1", 1, tail), 0);
-    assert_int_equal(fmt2_run_find(fd, BS, 70, &a, &m), FMT_ERR_CORRUPT);
-    assert_int_equal(fmt2_run_find(fd, BS, 10, &a, &m), FMT_OK);
+    assert_int_equal(fmt2_run_find(fd, G, 70, &a, &m), FMT_ERR_CORRUPT);
+    assert_int_equal(fmt2_run_find(fd, G, 10, &a, &m), FMT_OK);
     scan_expect(fd, 0, 0, 0, FMT_MARKER_LEN, 0);
     /* a run's data that do not read as zeros fail the verifying walk only */
     assert_int_equal(fmt_pwrite_all(fd, "\0", 1, tail), 0);
     scan_expect(fd, 1, n, (n - 1) * BS + 777, end, 0);
-    assert_int_equal(fmt_pwrite_all(fd, "x", 1, fmt2_slot_off(BS, 70) + 1000), 0);
+    assert_int_equal(fmt_pwrite_all(fd, "x", 1, fmt2_slot_off(G, 70) + 1000), 0);
     scan_expect(fd, 0, n, (n - 1) * BS + 777, end, 0);
     scan_expect(fd, 1, 0, 0, FMT_MARKER_LEN, 0);
     close(fd);
@@ -1251,12 +1252,12 @@ static void test_ff_roundtrip(void **state)
     assert_int_equal(m.version, FMT_VERSION_5);
     fmt2_footer ft;
     uint64_t alloc, len = path_len(fx->path, &alloc);
-    assert_int_equal(fmt2_footer_read(fd, len, BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, len, G, &ft), FMT_OK);
     assert_int_equal(ft.size, E_SIZE);
     assert_int_equal(ft.j_len, 0);
     assert_int_equal(ft.tail + FMT2_FOOTER_LEN, len);
     fmt2_scan_result sr;
-    assert_int_equal(fmt2_scan(fd, len, BS, 1, &sr), FMT_OK);
+    assert_int_equal(fmt2_scan(fd, len, G, 1, &sr), FMT_OK);
     assert_int_equal(sr.n_blocks, ft.n_blocks);
     assert_int_equal(sr.size, E_SIZE);
     assert_int_equal(sr.valid_end, ft.tail);
@@ -1378,7 +1379,7 @@ static uint64_t check_consistent(fixture *fx, logged *l, const uint8_t *a, uint6
     free(got);
     int fd = open(fx->path, O_RDONLY);
     fmt2_footer ft;
-    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), G, &ft), FMT_OK);
     assert_int_equal(ft.size, size);
     close(fd);
     uint64_t r = repairs(l->env);
@@ -1461,7 +1462,7 @@ static void test_ff_interrupted_commit(void **state)
     free(fx_slurp(fx->path, &n_rest));
     int fd = open(fx->path, O_RDONLY);
     fmt2_footer ft;
-    assert_int_equal(fmt2_footer_read(fd, n_rest, BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, n_rest, G, &ft), FMT_OK);
     close(fd);
     assert_int_equal(ft.j_len, 0);
     assert_true(n_rest < n_new);
@@ -1469,14 +1470,14 @@ static void test_ff_interrupted_commit(void **state)
      * durable rewrite in place went through the footer pair (FORMAT.md 11.6) */
     save(fx->path, now, n_new);
     fd = open(fx->path, O_RDONLY);
-    assert_int_equal(fmt2_footer_read(fd, n_new, BS, &ft), FMT_ERR_NO_TRAILER);
-    assert_int_equal(fmt2_footer_find(fd, n_new, BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, n_new, G, &ft), FMT_ERR_NO_TRAILER);
+    assert_int_equal(fmt2_footer_find(fd, n_new, G, &ft), FMT_OK);
     close(fd);
     assert_true(ft.paired);
     assert_true(ft.j_len > 0);
     /* put the old slot back */
-    uint64_t blk = at / BS, s = fmt2_slot_off(BS, blk);
-    memcpy(now + s, old + s, fmt2_slot_len(BS));
+    uint64_t blk = at / BS, s = fmt2_slot_off(G, blk);
+    memcpy(now + s, old + s, fmt2_slot_len(G));
     save(fx->path, now, n_new);
     assert_int_equal(check_consistent(fx, &l, d2, E_SIZE, d2, E_SIZE), E_SIZE);
     assert_true(log_has(&l, "finished an interrupted commit"));
@@ -1562,7 +1563,7 @@ static void test_ff_settle_fresh(void **state)
     assert_int_equal(ff_flush(f, 1), 0);           /* fsync: blocks 0-2 promised */
     assert_int_equal(ff_write(f, d + 3 * BS, 50, 3 * BS), 0);
     assert_int_equal(ff_flush(f, 0), 0);           /* close: block 3 fresh */
-    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), G, &ft), FMT_OK);
     assert_int_equal(ft.n_blocks, 4);
     assert_int_equal(ft.fresh, 3);
     /* block 1 (promised) rewritten whole and block 3 grown: the journal is synced, then
@@ -1571,7 +1572,7 @@ static void test_ff_settle_fresh(void **state)
     assert_int_equal(ff_write(f, d + BS, BS, BS), 0);
     assert_int_equal(ff_write(f, d + 3 * BS + 50, 50, 3 * BS + 50), 0);
     assert_int_equal(ff_flush(f, 0), 0);
-    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), BS, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, path_len(fx->path, NULL), G, &ft), FMT_OK);
     assert_int_equal(ft.j_len, 0);
     assert_int_equal(ft.fresh, 3);
     assert_int_equal(ff_release(f), 0);
@@ -1609,7 +1610,7 @@ static void test_lost_marker(void **state)
     fmt2_journal_encode(j.e, 3, 9, jb);
     fmt2_footer f = {10, 1, 100, 0, 0, 3, 0, 0};
     fmt2_footer_encode(&f, ft);
-    uint64_t s1 = fmt2_slot_off(BS, 1), s7 = fmt2_slot_off(BS, 7);
+    uint64_t s1 = fmt2_slot_off(G, 1), s7 = fmt2_slot_off(G, 7);
     /* a footer pair's journal at a slot start, torn at the first sector boundary after it
      * (slot 7 begins 5 bytes before one) */
     assert_int_equal(lost_with(jb, len, s1, 512 - s1 % 512, 0), BS);
@@ -1631,21 +1632,21 @@ static void test_lost_marker(void **state)
     assert_int_equal(lost_with(j.f1, j.l1, s1, 6, 0), BS);
     assert_int_equal(lost_with(h, sizeof(h), s7, 5, 0), BS);
     assert_int_equal(lost_with(h, sizeof(h), s7, 5, 1), 0);
-    assert_int_equal(lost_with(h, sizeof(h), fmt2_slot_off(BS, 20), sizeof(h), 100), BS);
+    assert_int_equal(lost_with(h, sizeof(h), fmt2_slot_off(G, 20), sizeof(h), 100), BS);
     /* a hole's end and the padding header that reaches the next slot (the write between two
      * holes), and the same padding ending elsewhere */
     uint8_t end[FMT2_HOLE_TAIL + 8];
     uint32_t zs = fmt2_zero_sum(BS);
     fmt_put32(end, zs), fmt_put32(end + 4, 0), fmt_put32(end + 8, zs);
     fmt_put32(end + 12, FMT_SKIP_PAD), fmt_put32(end + 16, 25);
-    uint64_t s13 = fmt2_slot_off(BS, 13);
+    uint64_t s13 = fmt2_slot_off(G, 13);
     assert_int_equal(lost_with(end, sizeof(end), s13 - 45, sizeof(end), 0), BS);
     assert_int_equal(lost_with(end, sizeof(end), s13 - 44, sizeof(end), 0), 0);
     /* the end of a hole of 44,672 bytes that is the last block (no padding after it), and
      * the same 12 bytes one byte further on (the checksum is of another length) */
     zs = fmt2_zero_sum(44672);
     fmt_put32(end, zs), fmt_put32(end + 8, zs);
-    uint64_t hole_end = fmt2_slot_off(BS, 2) + FMT2_HOLE_HEAD + 44672;
+    uint64_t hole_end = fmt2_slot_off(G, 2) + FMT2_HOLE_HEAD + 44672;
     assert_int_equal(lost_with(end, FMT2_HOLE_TAIL, hole_end, FMT2_HOLE_TAIL, 0), BS);
     assert_int_equal(lost_with(end, FMT2_HOLE_TAIL, hole_end + 1, FMT2_HOLE_TAIL, 0), 0);
     /* what is not told from a foreign file: less than magic and size (FORMAT.md 14, item 7);
@@ -1750,15 +1751,15 @@ static void test_rec_slot(void **state)
     int cl = LZ4_compress_default((const char *)raw, (char *)comp, BS, LZ4_compressBound(BS));
     uint8_t *fr = malloc(BS + FMT2_FRAME_OVERHEAD);
     size_t flen = fmt2_frame_encode(fr, BS, raw, BS, comp, (uint32_t)cl);
-    uint64_t end = fmt2_slot_off(BS, 0) + flen;
+    uint64_t end = fmt2_slot_off(G, 0) + flen;
     for (uint32_t i = 0; i < 2; i++)
-        assert_int_equal(fmt2_write_slot(fd, BS, i, fr, (uint32_t)flen, BS, 0,
-                                         fmt2_slot_off(BS, i + 1), NULL), 0);
+        assert_int_equal(fmt2_write_slot(fd, G, i, fr, (uint32_t)flen, BS, 0,
+                                         fmt2_slot_off(G, i + 1), NULL), 0);
     uint32_t bsum = fmt_get32(fr + flen - FMT2_FRAME_TRAIL), sum;
     fmt2_rec_state st;
     uint8_t *dst = malloc(BS);
     assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
-    assert_int_equal(st.room, fmt2_slot_len(BS) - flen - 8);
+    assert_int_equal(st.room, fmt2_slot_len(G) - flen - 8);
     assert_int_equal(st.count, 0);
     uint8_t rec[128];
     size_t n = fmt2_rec_encode(rec, bsum, 1, 7, (const uint8_t *)"changed", 7, &sum);
@@ -1772,8 +1773,8 @@ static void test_rec_slot(void **state)
     assert_memory_equal(dst + 7, "changed", 7);
     assert_memory_equal(dst + 14, raw + 14, BS - 14);
     /* the slot written again with the same frame: its records are gone */
-    assert_int_equal(fmt2_write_slot(fd, BS, 0, fr, (uint32_t)flen, BS, 0,
-                                     fmt2_slot_off(BS, 1), NULL), 0);
+    assert_int_equal(fmt2_write_slot(fd, G, 0, fr, (uint32_t)flen, BS, 0,
+                                     fmt2_slot_off(G, 1), NULL), 0);
     assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 0);
     free(raw), free(comp), free(fr), free(dst);
@@ -1799,16 +1800,16 @@ static void test_rec_walk_keeps_last(void **state)
         fmt2_marker_encode(FMT_VERSION_4, BS, fmt2_rec_flags(1, 1), uuid, m);
         assert_int_equal(fmt_pwrite_all(fd, m, sizeof(m), 0), 0);
         for (uint32_t i = 0; i < 2; i++)      /* the last padded to where a third would go */
-            assert_int_equal(fmt2_write_slot(fd, BS, i, fr, (uint32_t)flen, BS, 0,
-                                             fmt2_slot_off(BS, i + 1), NULL), 0);
-        uint64_t end = fmt2_slot_off(BS, 1) + flen;
+            assert_int_equal(fmt2_write_slot(fd, G, i, fr, (uint32_t)flen, BS, 0,
+                                             fmt2_slot_off(G, i + 1), NULL), 0);
+        uint64_t end = fmt2_slot_off(G, 1) + flen;
         uint8_t rec[128];
         size_t n = fmt2_rec_encode(rec, bsum, group, 7, (const uint8_t *)"changed", 7, &sum);
         assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8), 0);
         fmt2_recovery r;
-        assert_int_equal(fmt2_recover(fd, file_len(fd), BS, 1, 0, 1, &r), FMT_OK);
+        assert_int_equal(fmt2_recover(fd, file_len(fd), G, 1, 0, 1, &r), FMT_OK);
         assert_int_equal(r.ft.n_blocks, 2);
-        assert_int_equal(r.ft.tail, group == 1 ? fmt2_slot_off(BS, 2) : end);
+        assert_int_equal(r.ft.tail, group == 1 ? fmt2_slot_off(G, 2) : end);
         fmt2_recovery_free(&r);
         fmt2_rec_state st;
         assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
