@@ -381,17 +381,18 @@ static uint32_t chk_damaged_marker(int fd, const uint8_t *h, uint64_t len)
  * version 2 file it is. */
 static int chk_lost_marker(chk_ctx *c, const uint8_t *h)
 {
-    uint32_t bs = fmt2_lost_marker(c->fd, h, c->r->file_len, c->store->block_size);
+    uint32_t version = 0;
+    uint32_t bs = fmt2_lost_marker(c->fd, h, c->r->file_len, c->store->block_size, &version);
     if (!bs)
         return c->r->kind = CHK_FOREIGN, 0;
-    c->bs = bs, c->version = FMT_VERSION_2, c->r->kind = CHK_OWN;
+    c->bs = bs, c->version = version, c->r->kind = CHK_OWN;
     c->r->found |= CHK_P_MARKER;
     if (c->mode < CHK_PREEN) {
         chk_say(c, "marker lost (a power loss kept later writes but not the file's first): "
                 "the mount and a repair write it back");
         return 1;
     }
-    int rc = fmt2_restore_marker(c->fd, bs, c->store->uuid);
+    int rc = fmt2_restore_marker(c->fd, version, bs, c->store->uuid);
     if (rc < 0)
         return rc;
     c->wrote = 1;

@@ -122,8 +122,9 @@ int ff_identify(int fd, uint64_t file_len, uint32_t store_bs, uint32_t *bs, uint
     if (err == FMT_ERR_NEWER)
         lg_printf(log, LG_ERR, "%s: file format version %u is newer than this fpgalz4fs "
                   "supports (%u); refusing it", name, m.version, FMT_VERSION);
-    if (err == FMT_ERR_FOREIGN && (*bs = fmt2_lost_marker(fd, head, file_len, store_bs)) != 0)
-        return *version = 2, 2;
+    if (err == FMT_ERR_FOREIGN && (*bs = fmt2_lost_marker(fd, head, file_len, store_bs,
+                                                          version)) != 0)
+        return 2;
     if (err != FMT_OK)
         return err == FMT_ERR_FOREIGN ? 0 : -fmt_errno(err);
     *bs = m.block_size, *version = m.version;

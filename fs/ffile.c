@@ -139,8 +139,7 @@ static void ff_free(ff_file *f)
 static int ff_restore_marker(ff_file *f)
 {
     if (!f->env->opt.read_only) {
-        int rc = fmt2_restore_marker(f->fd, f->bs, f->env->sb.uuid);
-        f->version = FMT_VERSION;
+        int rc = fmt2_restore_marker(f->fd, f->version, f->bs, f->env->sb.uuid);
         if (rc < 0)
             return rc;
         ff_restore_mtime(f);

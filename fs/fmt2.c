@@ -198,30 +198,26 @@ int fmt2_rewrite_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint
 }
 
 /* Whole-block holes [a, b), each followed by a slot: between block i's data and block
- * i+1's lie i's tail, its padding and i+1's head (64 bytes), written at once. Slots spaced
- * otherwise get a hole each. */
+ * i+1's lie i's tail, its padding and i+1's head (64 bytes; a page in version 6 at large
+ * blocks), written at once: the pages they touch hold a tail or a head anyway. */
 static int fmt2_write_holes(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum)
 {
-    uint8_t gap[FMT2_SLOT_EXTRA + FMT2_HOLE_HEAD], *mid = gap + FMT2_HOLE_HEAD;
+    uint8_t gap[FMT2_PAGE + FMT2_HOLE_HEAD];
     int rc = 0;
-    if (g.extra != FMT2_SLOT_EXTRA || g.base != FMT_MARKER_LEN) {
-        for (uint64_t i = a; rc == 0 && i < b; i++)
-            rc = fmt2_put_slot(fd, g, i, NULL, 0, g.bs, zsum, fmt2_slot_off(g, i + 1), NULL, 0,
-                               NULL);
-        return rc;
-    }
     if (a < b) {
         fmt2_hole_head(gap, g.bs, g.bs);
         rc = fmt_pwrite_all(fd, gap, FMT2_HOLE_HEAD, fmt2_slot_off(g, a));
     }
-    memset(gap, 0, sizeof(gap));
-    fmt2_hole_tail(mid, zsum);
-    fmt2_pad_header(mid + FMT2_HOLE_TAIL, FMT2_SLOT_EXTRA - FMT2_FRAME_OVERHEAD);
-    fmt2_hole_head(mid + FMT2_SLOT_EXTRA - FMT2_HOLE_HEAD, g.bs, g.bs);
     for (uint64_t i = a; rc == 0 && i < b; i++) {
         uint64_t data_end = fmt2_slot_off(g, i) + FMT2_HOLE_HEAD + g.bs;
-        size_t n = i + 1 < b ? FMT2_SLOT_EXTRA : FMT2_HOLE_TAIL + 8;
-        rc = fmt_pwrite_all(fd, mid, n, data_end);
+        size_t pad = (size_t)(fmt2_slot_off(g, i + 1) - data_end) - FMT2_HOLE_TAIL;
+        size_t n = i + 1 < b ? FMT2_HOLE_TAIL + pad + FMT2_HOLE_HEAD : FMT2_HOLE_TAIL + 8;
+        memset(gap, 0, n);
+        fmt2_hole_tail(gap, zsum);
+        fmt2_pad_header(gap + FMT2_HOLE_TAIL, pad);
+        if (i + 1 < b)
+            fmt2_hole_head(gap + FMT2_HOLE_TAIL + pad, g.bs, g.bs);
+        rc = fmt_pwrite_all(fd, gap, n, data_end);
     }
     return rc;
 }
@@ -262,9 +258,9 @@ void fmt2_marker_encode(uint32_t version, uint32_t bs, uint32_t flags, const uin
     fmt_marker_encode(&m, out);
 }
 
-int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16])
+int fmt2_restore_marker(int fd, uint32_t version, uint32_t bs, const uint8_t uuid[16])
 {
     uint8_t head[FMT_MARKER_LEN];
-    fmt2_marker_encode(FMT_VERSION, bs, FMT_MARKER_RECORDS, uuid, head);
+    fmt2_marker_encode(version, bs, FMT_MARKER_RECORDS, uuid, head);
     return fmt_pwrite_all(fd, head, sizeof(head), 0);
 }

@@ -24,7 +24,9 @@
 
 #include "fmt.h"
 
-#define FMT2_SLOT_EXTRA 64u                 /* slot = block size + this */
+#define FMT2_SLOT_EXTRA 64u                 /* slot = block size + this (versions 2 to 5) */
+#define FMT2_PAGE 4096u                     /* version 6: large blocks' slots start on these */
+#define FMT2_PAGE_MIN_BS (1u << 20)         /* the smallest block size whose slots do */
 #define FMT2_FRAME_OVERHEAD 31u             /* header 15, size word 4, checksum 4, end 8 */
 #define FMT2_FRAME_LEAD 19u                 /* a frame's header and size word */
 #define FMT2_FRAME_TRAIL 12u                /* block checksum, EndMark, content checksum */
@@ -71,11 +73,16 @@ typedef struct {
     uint32_t extra;                         /* slot length beyond bs */
     uint32_t base;                          /* where slot i would start for i = 0 */
 } fmt2_geo;
-/* The geometry of a file of this version (2..FMT_VERSION) and block size: every version so
- * far places slots alike. */
+/* The geometry of a file of this version (2..FMT_VERSION) and block size. Versions 2 to 5,
+ * and 6 below 1 MiB blocks: slots bs + 64 bytes apart from the marker's end, so a frame
+ * starts anywhere in a page and its slot's first and last page are partly used. Version 6
+ * with blocks of 1 MiB or more: slot i >= 1 at i * (bs + 4 KiB), on a page boundary, so a
+ * frame leaves half a page unused on average instead of one (FORMAT.md 9.3); smaller blocks
+ * keep the old spacing, as 4 KiB would lengthen their files by 1.6 % (256 KiB) or 6 %. */
 static inline fmt2_geo fmt2_geo_of(uint32_t version, uint32_t bs)
 {
-    (void)version;
+    if (version >= FMT_VERSION_6 && bs >= FMT2_PAGE_MIN_BS)
+        return (fmt2_geo){bs, FMT2_PAGE, 0};
     return (fmt2_geo){bs, FMT2_SLOT_EXTRA, FMT_MARKER_LEN};
 }
 /* The distance between two slots (slot 0 may be shorter: it starts at the marker's end). */
@@ -306,18 +313,22 @@ void fmt2_recovery_free(fmt2_recovery *r);
  * journal or footer, the head of one that a torn write cut at the end of the file, or a
  * padding header that reaches a slot boundary behind a frame's or hole's end; or the end
  * of a hole that is the last block, at the end of the file).
- * Returns its block size (bs_hint tried first, then the four sizes), else 0. */
+ * Returns its block size (bs_hint tried first, then the four sizes), else 0; *version: the
+ * version to read it as and write back, whose slot spacing what is left shows (from 1 MiB
+ * blocks on, version 6's differs from that of versions 2 to 5: FMT_VERSION_5 for those). */
 #define FMT2_LOST_MARKER_SLOTS 16u            /* first slots looked at for a head */
-uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint);
+uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint,
+                          uint32_t *version);
 /* The marker of a file of this version (2, 3 or 4) and block size bs in the store whose uuid
  * is given, with flags (FMT_MARKER_RECORDS, version 4 only). */
 void fmt2_marker_encode(uint32_t version, uint32_t bs, uint32_t flags, const uint8_t uuid[16],
                         uint8_t out[FMT_MARKER_LEN]);
-/* Writes the marker of such a file back, of the newest version (4 reads every version 2 and
- * 3 file as it is), with FMT_MARKER_RECORDS set: the lost marker may have said that slots
- * hold records, and the flag only makes the next last release look. The daemon's open and
- * fsck both put it back this way. 0 or -errno. */
-int fmt2_restore_marker(int fd, uint32_t bs, const uint8_t uuid[16]);
+/* Writes the marker of such a file back, of the version fmt2_lost_marker gave (version 5
+ * or 6 reads every file of versions 2 to 5 of the same slot spacing as it is), with
+ * FMT_MARKER_RECORDS set: the lost marker may have said that slots hold records, and the
+ * flag only makes the next last release look. The daemon's open and fsck both put it back
+ * this way. 0 or -errno. */
+int fmt2_restore_marker(int fd, uint32_t version, uint32_t bs, const uint8_t uuid[16]);
 
 /* After fmt2_recover, for a file a power loss may have caught: the blocks at and after the
  * footer's fresh were written after the file's last sync, so a power loss may have kept the

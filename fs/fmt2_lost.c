@@ -140,37 +140,78 @@ static int fmt2_slot_heads(int fd, uint64_t file_len, fmt2_geo g)
     return 0;
 }
 
-uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint)
+/* Whether slot 0 of geometry g holds a whole frame (*padded: with the padding that reaches
+ * slot 1 where g puts it). */
+static int fmt2_slot0_whole(int fd, uint64_t file_len, fmt2_geo g, int *padded)
+{
+    uint8_t *buf = malloc(fmt2_slot_len(g));
+    uint32_t len = 0, flen = 0;
+    *padded = 0;
+    int ok = buf && fmt2_scan_slot(fd, file_len, g, 0, 1, buf, &len, &flen, padded) == FMT_OK;
+    free(buf);
+    return ok;
+}
+
+/* How many of the slots after the first that fmt2_slot_heads looks at begin with a head
+ * where g puts them. */
+static int fmt2_spaced_heads(int fd, uint64_t file_len, fmt2_geo g)
+{
+    uint64_t n = file_len > FMT_MARKER_LEN ? fmt2_slot_of(g, file_len) + 1 : 0;
+    int hits = 0;
+    for (uint64_t i = 1; i < n; i++)
+        if ((i < FMT2_LOST_MARKER_SLOTS || i + 3 >= n) && fmt2_slot_says(fd, file_len, g, i))
+            hits++;
+    return hits;
+}
+
+/* The version to read a file of block size bs as: from 1 MiB blocks on, version 6 spaces its
+ * slots otherwise than versions 2 to 5 (fmt2_geo_of), and what is left tells which: heads of
+ * slots after the first, and slot 0's padding, where only one spacing puts them. A file of
+ * one slot reads alike either way (FMT_VERSION); a tie between both keeps the old spacing. */
+static uint32_t fmt2_lost_version(int fd, uint64_t file_len, uint32_t bs)
+{
+    if (bs < FMT2_PAGE_MIN_BS)
+        return FMT_VERSION;
+    const uint32_t v[2] = {FMT_VERSION, FMT_VERSION_5};
+    int hits[2];
+    for (int k = 0; k < 2; k++) {
+        fmt2_geo g = fmt2_geo_of(v[k], bs);
+        int padded;
+        hits[k] = fmt2_spaced_heads(fd, file_len, g) +
+                  (fmt2_slot0_whole(fd, file_len, g, &padded) && padded);
+    }
+    return hits[1] && hits[1] >= hits[0] ? FMT_VERSION_5 : FMT_VERSION;
+}
+
+uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint,
+                          uint32_t *version)
 {
     for (size_t i = 0; i < FMT_MARKER_LEN; i++)
         if (head[i])
             return 0;
     /* bs_hint first, then the other block sizes, each once */
-    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0;
+    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0, vers[5];
     for (uint32_t bs = 64u << 10; bs <= 4u << 20; bs <<= 2)
         if (bs != bs_hint)
             sizes[n_sizes++] = bs;
+    for (uint32_t k = 0; k < n_sizes; k++)
+        vers[k] = fmt2_lost_version(fd, file_len, sizes[k]);
     fmt2_footer ft;
     for (uint32_t k = 0; k < n_sizes; k++)
-        if (fmt2_footer_read(fd, file_len, fmt2_geo_of(FMT_VERSION_2, sizes[k]), &ft) == FMT_OK)
-            return sizes[k];
+        if (fmt2_footer_read(fd, file_len, fmt2_geo_of(vers[k], sizes[k]), &ft) == FMT_OK)
+            return *version = vers[k], sizes[k];
     for (uint32_t k = 0; k < n_sizes; k++) {
-        fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, sizes[k]);
-        uint8_t *buf = malloc(fmt2_slot_len(g));
-        uint32_t len = 0, flen = 0;
         int padded;
-        int ok = buf && fmt2_scan_slot(fd, file_len, g, 0, 1, buf, &len, &flen,
-                                       &padded) == FMT_OK;
-        free(buf);
-        if (ok)
-            return sizes[k];
+        if (fmt2_slot0_whole(fd, file_len, fmt2_geo_of(vers[k], sizes[k]), &padded))
+            return *version = vers[k], sizes[k];
     }
     /* slot 0 torn or lost too: what is left elsewhere, of the store's block size, says what
      * the file was (the walk then keeps the blocks before the first slot that is not whole:
      * none) */
-    fmt2_geo hint = fmt2_geo_of(FMT_VERSION_2, bs_hint);
+    fmt2_geo hint = fmt2_geo_of(bs_hint ? vers[0] : FMT_VERSION, bs_hint);
     int says = bs_hint && (fmt2_slot_heads(fd, file_len, hint) ||
                            fmt2_tail_item(fd, file_len, hint) ||
                            fmt2_last_hole_end(fd, file_len, hint));
+    *version = says ? vers[0] : 0;
     return says ? bs_hint : 0;
 }

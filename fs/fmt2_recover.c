@@ -294,7 +294,7 @@ static int fmt2_slot_whole(int fd, uint64_t file_len, fmt2_geo g, const fmt2_foo
     uint64_t at = fmt2_slot_off(g, i), fend = at + *flen;
     if (len != ft->size - i * (uint64_t)g.bs || fend > ft->tail)
         return 0;
-    return fend == ft->tail || (ft->tail - at <= fmt2_slot_len(g) && fend + 8 <= ft->tail &&
+    return fend == ft->tail || (ft->tail <= fmt2_slot_off(g, i + 1) && fend + 8 <= ft->tail &&
                                 fmt_get32(buf + *flen) == FMT_SKIP_PAD &&
                                 fmt_get32(buf + *flen + 4) == ft->tail - fend - 8);
 }

@@ -103,12 +103,16 @@ int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m)
 
 int fmt2_write_run_pair(int fd, fmt2_geo g, uint64_t a, uint32_t m, uint32_t m_next)
 {
-    /* from a's end to the head of the run at a + m: 64 * m bytes, 4 KiB for a whole group */
+    /* from a's end to the head of the run at a + m: 64 * m bytes, 4 KiB for a whole group;
+     * where slots lie on pages (version 6), a page each: two writes, the padding left out */
     uint8_t buf[64 * 64];
     uint64_t at = fmt2_run_frame_end(g, a, m) - FMT2_HOLE_TAIL;
     size_t len = (size_t)(fmt2_slot_off(g, a + m) + FMT2_HOLE_HEAD - at);
-    if (len > sizeof(buf))
-        return -EINVAL;
+    if (len > sizeof(buf)) {
+        fmt2_run_head(buf, g.bs, m_next);
+        int rc = fmt2_write_run_end(fd, g, a, m);
+        return rc < 0 ? rc : fmt_pwrite_all(fd, buf, FMT2_HOLE_HEAD, fmt2_slot_off(g, a + m));
+    }
     memset(buf, 0, len);
     fmt2_run_tail(buf, g, a, m);
     fmt2_run_head(buf + len - FMT2_HOLE_HEAD, g.bs, m_next);

@@ -27,7 +27,7 @@ static fmt_error fmt2_content_check(const uint8_t *frame, uint32_t len, uint32_t
 fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int verify,
                          uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded)
 {
-    uint64_t at = fmt2_slot_off(g, i), slot = fmt2_slot_len(g), want = slot;
+    uint64_t at = fmt2_slot_off(g, i), want = fmt2_slot_len(g);
     if (at >= file_len)
         return FMT_ERR_CORRUPT;
     if (want > file_len - at)
@@ -42,7 +42,7 @@ fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int 
         err = fmt2_chain_parse(buf, want, g.bs, verify, len, &fl);
     *flen = fl;
     *padded = fl && fl + 8 <= want && fmt_get32(buf + fl) == FMT_SKIP_PAD &&
-              fmt_get32(buf + fl + 4) == slot - fl - 8;
+              fmt_get32(buf + fl + 4) == fmt2_slot_off(g, i + 1) - at - fl - 8;
     return err;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A reader of fpgalz4fs backing files of versions 2, 3, 4 and 5 (docs/FORMAT.md Part II),
+"""A reader of fpgalz4fs backing files of versions 2 to 6 (docs/FORMAT.md Part II),
 written from docs/FORMAT.md alone, without the sources under fs/: it checks that the
 document says enough for an outside reader (t_records runs it on files that hold page
 records; version 5's chained last frame, 9.12, is decoded as its linked blocks). A change
@@ -147,7 +147,7 @@ SKIP_JOURNAL = 0x184D2A5F
 FPLZ = 0x5A4C5046
 REC_MAGIC = 0x43525046
 BS_CODE = {65536: 4, 262144: 5, 1048576: 6, 4194304: 7}
-MAX_VERSION = 5
+MAX_VERSION = 6
 FLG_FRAME = 0x7C   # 9.3: independent blocks
 FLG_CHAIN = 0x5C   # 9.12: linked blocks (version 5)
 
@@ -298,11 +298,15 @@ class Reader:
         self.bs = bs
         self.code = BS_CODE[bs]
         self.flags = u32(m, 39)
-        self.slot_len = bs + 64
+        # 9.3: version 6 at 1 MiB and 4 MiB blocks puts slot i >= 1 at i * (bs + 4096)
+        self.paged = ver >= 6 and bs >= 1048576
+        self.slot_len = bs + (4096 if self.paged else 64)
         self.G = 4194304 // bs
         return 'own'
 
     def slot_off(self, i):
+        if self.paged:
+            return i * self.slot_len if i else 59
         return 59 + i * self.slot_len
 
     # -------------------------------------------------------- footer
@@ -519,7 +523,7 @@ class Reader:
         if len(e) != 20:
             return None
         if u32(e, 0) != u32(e, 8) or u32(e, 4) != 0 or u32(e, 12) != SKIP_PAD \
-                or u32(e, 16) != 64 * m - 39:
+                or u32(e, 16) != self.slot_off(a + m) - off - cs - 39:
             return None
         return m
 
@@ -759,7 +763,8 @@ class Reader:
                 break
             cs, S, raw = parsed
             fl = 31 + S
-            padded = fl + 8 <= m and u32(b, fl) == SKIP_PAD and u32(b, fl + 4) == sl - fl - 8
+            padded = fl + 8 <= m and u32(b, fl) == SKIP_PAD and \
+                u32(b, fl + 4) == self.slot_off(i + 1) - so - fl - 8
             if not ok_sums:
                 if padded and cs == bs:
                     tentative.append(i)

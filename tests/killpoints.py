@@ -56,7 +56,9 @@ def workload(a):
     # an odd seed's file ends inside a block and grows; an even seed's keeps its 16 whole
     # blocks, or with --grow grows as well (FORMAT.md 14, item 9, fixed since).
     grow = a.seed % 2 == 1 or a.grow
-    data = bytearray(text(0, 16 * BS + (1234 if a.seed % 2 else 0)))
+    global BS
+    BS = a.bs
+    data = bytearray(text(0, a.blocks * BS + (1234 if a.seed % 2 else 0)))
     t0 = time.monotonic_ns()
     with open(path, "wb") as fh:
         fh.write(data)
@@ -176,6 +178,8 @@ def main():
     w.add_argument("--seed", type=int, default=1)
     w.add_argument("--steps", type=int, default=40)
     w.add_argument("--grow", action="store_true", help="even seeds grow the file too")
+    w.add_argument("--bs", type=int, default=BS, help="the store's block size")
+    w.add_argument("--blocks", type=int, default=16, help="whole blocks the file starts with")
     c = sub.add_parser("check")
     for x in ("base", "plog", "log", "plcheck", "work"):
         c.add_argument(x)

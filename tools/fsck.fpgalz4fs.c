@@ -8,6 +8,7 @@
  * problems as a version 5 file, in place (tools/tl_convert.c, shared with mkfpgalz4fs
  * --compress-existing). */
 #include "chk.h"
+#include "fmt.h"
 #include "sb.h"
 #include "tl_convert.h"
 #include "tl_util.h"
@@ -247,7 +248,7 @@ static int fk_open_file(int dirfd, const char *name, const struct stat *st, int 
 }
 
 /* A file of format version 1, after its check (r): named under -v; under --convert,
- * rewritten as version 5 unless the check left problems or it has hard links. fd is the
+ * rewritten as the newest version unless the check left problems or it has hard links. fd is the
  * descriptor the check used. */
 static void fk_version1(fk_state *s, int dirfd, const char *name, int fd, const chk_result *r)
 {
@@ -265,30 +266,31 @@ static void fk_version1(fk_state *s, int dirfd, const char *name, int fd, const 
         return;
     if (!s->o->convert) {
         if (s->o->verbose)
-            fk_line(s, "format version 1: fsck --convert rewrites it as version 5");
+            fk_line(s, "format version 1: fsck --convert rewrites it as version %u", FMT_VERSION);
         return;
     }
     if (left) {
-        fk_line(s, "format version 1: not converted to version 5 (problems left, see above)");
+        fk_line(s, "format version 1: not converted to version %u (problems left, see above)",
+                FMT_VERSION);
         s->conv_left++;
         return;
     }
     if (st.st_nlink > 1) {
-        fk_line(s, "format version 1: has %llu hard links: not converted to version 5 (a "
-                "rename would split them)", (unsigned long long)st.st_nlink);
+        fk_line(s, "format version 1: has %llu hard links: not converted to version %u (a "
+                "rename would split them)", (unsigned long long)st.st_nlink, FMT_VERSION);
         s->conv_links++;
         return;
     }
     int rc = tl_convert(&s->tc, dirfd, name, s->rel, fd, &st, TL_SRC_OWN, &stored);
     if (rc < 0) {
-        fk_line(s, "format version 1: not converted to version 5 (left as it was): %s",
-                rc == -EBUSY ? "changed while being converted" : strerror(-rc));
+        fk_line(s, "format version 1: not converted to version %u (left as it was): %s",
+                FMT_VERSION, rc == -EBUSY ? "changed while being converted" : strerror(-rc));
         s->conv_failed++, s->status |= FK_OPERATIONAL;
         return;
     }
     uint64_t was = (uint64_t)st.st_blocks * 512;
-    fk_line(s, "format version 1: converted to version 5 (%llu bytes on disk, were %llu)",
-            (unsigned long long)stored, (unsigned long long)was);
+    fk_line(s, "format version 1: converted to version %u (%llu bytes on disk, were %llu)",
+            FMT_VERSION, (unsigned long long)stored, (unsigned long long)was);
     s->converted++, s->status |= FK_CORRECTED;
     s->bytes_in += was, s->bytes_out += stored;
 }
@@ -403,9 +405,10 @@ static void fk_summary(const fk_state *s)
            (unsigned long long)s->unrepairable, (unsigned long long)s->bad_blocks,
            (unsigned long long)s->failed);
     if (s->o->convert)
-        printf(FK_NAME ": %s: %llu files converted to version 5 (%llu bytes on disk, now %llu), "
+        printf(FK_NAME ": %s: %llu files converted to version %u (%llu bytes on disk, now %llu), "
                "not converted: %llu hard-linked, %llu with problems left, %llu failed; %llu "
                "stale temporaries removed\n", s->o->dir, (unsigned long long)s->converted,
+               FMT_VERSION,
                (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out,
                (unsigned long long)s->conv_links, (unsigned long long)s->conv_left,
                (unsigned long long)s->conv_failed, (unsigned long long)s->stale);

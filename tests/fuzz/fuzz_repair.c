@@ -165,8 +165,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int fd = fz_memfile(data, size);
     /* a foreign file is passed through byte for byte, unless it is a version 2 file whose
      * marker a power loss took (FORMAT.md 11.4 step 0): that one is repaired as an own file */
+    uint32_t lost_version = 0;
     int lost = kind == FMT_ERR_FOREIGN && size >= FMT_MARKER_LEN &&
-               fmt2_lost_marker(fd, data, size, 64u << 10) != 0;
+               fmt2_lost_marker(fd, data, size, 64u << 10, &lost_version) != 0;
     uint64_t before = fr_repairs(env->rw);
     fr_view first;
     fr_open_read(env->rw, fd, &first);

@@ -186,11 +186,11 @@ fresh_store
 check "flip a block of text and its footer's checksum" python3 - "$BACKING/text" <<'EOF'
 import struct, sys
 path = sys.argv[1]
-bs = 65536                                     # format version 2 to 5: block i's frame is in its
-with open(path, "r+b") as f:                   # slot at 59 + i * (bs + 64)
+bs = 65536                                     # format version 2 to 6: block i's frame is in its
+with open(path, "r+b") as f:                   # slot at 59 + i * (bs + 64) (9.3, 64 KiB blocks)
     data = f.read()
     n = len(data)
-    assert struct.unpack_from("<I", data, 31)[0] in (2, 3, 4, 5), "not a version 2 to 5 file"
+    assert struct.unpack_from("<I", data, 31)[0] in (2, 3, 4, 5, 6), "not a version 2 to 6 file"
     off = 59 + 5 * (bs + 64) + 15 + 4 + 100    # header, size word, then the block's data
     for at in (off, n - 4):                    # data of block 5; the footer's XXH32
         f.seek(at); f.write(bytes([data[at] ^ 0x10]))

@@ -9,7 +9,9 @@
 # 4) with whole blocks, writes across blocks and past the end, with and without fsync, and
 # in a growing file a log's lines appended alone and closed (links of the last block's
 # chained frame, format version 5); the seeds run as version 5, the grow seeds as version 4
-# (records without chains), the first seed as version 3 too (neither). Half the steps change pages only, most in one hot block,
+# (records without chains), the first seed as version 3 too (neither) and as version 6 at
+# 1 MiB blocks, four of them (slots on page boundaries). Half the steps change pages only,
+# most in one hot block,
 # and the file stays open across steps, so that its slot fills across fsyncs and is folded
 # early (FORMAT.md 11.7, "Making room"; each seed of version 4 or 5 without a log's lines
 # must see one). Odd seeds: a file
@@ -28,17 +30,21 @@ STEPS=${KILLPOINTS_STEPS:-40}
 PY="$(dirname "$0")/../killpoints.py"
 recorder_preload t_killpoints
 
+# run_seed VER SEED [--grow]: KP_BS the store's block size (64K; 1M with 4 blocks: version
+# 6's slots on page boundaries)
 run_seed() {
-    local ver=$1 seed=$2 grow=${3:-} id="v$1-s$2${3:+-grow}" m="$WS/mnt"
+    local ver=$1 seed=$2 grow=${3:-} id="v$1-s$2${3:+-grow}-${KP_BS:-64K}" m="$WS/mnt"
     local b="$WS/store-$id" base="$WS/base-$id" plog="$WS/plog-$id" log="$WS/steps-$id"
+    local size=(--bs 65536 --blocks 16)
+    [ "${KP_BS:-64K}" = 1M ] && size=(--bs 1048576 --blocks 4)
     mkdir -p "$b"
-    format_store "$b" -b 64K >/dev/null || return 1
+    format_store "$b" -b "${KP_BS:-64K}" >/dev/null || return 1
     cp -a "$b" "$base"
     LD_PRELOAD="$PRELOAD" PLSHIM_LOG="$plog" PLSHIM_ROOT="$b" \
         mount_at "$b" "$m" "engine=sw,file_version=$ver" ||
         { fail_check "v$ver seed $seed: mount" "$LAST_MOUNT_OUT"; return 1; }
     check "v$ver seed $seed${grow:+ (grows)}: $STEPS steps through the mount" \
-        python3 "$PY" workload "$m" "$log" --seed "$seed" --steps "$STEPS" $grow
+        python3 "$PY" workload "$m" "$log" --seed "$seed" --steps "$STEPS" "${size[@]}" $grow
     local early links st
     st=$(stats "$m")
     early=$(stat_of "$st" records_folded_early)
@@ -68,4 +74,5 @@ for seed in $GROW_SEEDS; do
     run_seed 4 "$seed" --grow
 done
 run_seed 3 "$(set -- $SEEDS; echo "$1")"   # the first seed, whatever spaces divide them
+KP_BS=1M run_seed 6 "$(set -- $SEEDS; echo "$1")"
 finish

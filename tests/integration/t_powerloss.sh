@@ -66,19 +66,19 @@ recorder_preload t_powerloss
 
 # run_format VER SEED [TAG WORKLOAD-OPTION...]: a workload with more of one kind of operation
 # than the default mix (powerloss.py workload --help), named TAG; RUN_OPS operations per
-# writer when set, else OPS
+# writer when set, else OPS; RUN_BS the store's block size (64K)
 run_format() {
-    local ver=$1 seed=$2 tag=${3:-} ops=${RUN_OPS:-$OPS}
+    local ver=$1 seed=$2 tag=${3:-} ops=${RUN_OPS:-$OPS} bs=${RUN_BS:-64K}
     shift 2
     [ $# -gt 0 ] && shift
-    local id="v$ver-s$seed${tag:+-$tag}" m="$WS/mnt"
+    local id="v$ver-s$seed${tag:+-$tag}-$bs" m="$WS/mnt"
     local b="$WS/store-$id" base="$WS/base-$id" logdir="$WS/wl-$id" plog="$WS/plog-$id"
     mkdir -p "$b" "$logdir"
-    format_store "$b" -b 64K >/dev/null || return 1
+    format_store "$b" -b "$bs" >/dev/null || return 1
     cp -a "$b" "$base"
     LD_PRELOAD="$PRELOAD" PLSHIM_LOG="$plog" PLSHIM_ROOT="$b" \
         mount_at "$b" "$m" "engine=sw,file_version=$ver" || { fail_check "v$ver: mount" "$LAST_MOUNT_OUT"; return 1; }
-    local what="v$ver seed $seed${tag:+ ($tag: $*)}"
+    local what="v$ver seed $seed${tag:+ ($tag: $*)}${RUN_BS:+, $bs blocks}"
     check "$what: 3 writers, $ops operations each, through the mount" \
         python3 "$PY" workload "$m" "$logdir" --seed "$seed" --writers 3 --ops "$ops" "$@"
     check "$what: unmount" umount_at "$m" "$DAEMON_PID"
@@ -117,6 +117,9 @@ done
 for seed in $FALLOC_SEEDS; do
     run_format 5 "$seed" holes --zeros 0.2 --falloc 0.12
 done
+# Version 6 at 1 MiB blocks, whose slots lie on page boundaries (FORMAT.md 9.3): appends of
+# 0.5-2.5 MiB make files of several slots.
+RUN_BS=1M RUN_OPS=40 run_format 6 "$(set -- $SEEDS; echo "$1")" pages --big 0.25
 # Appends of 0.5-2.5 MiB at once, which the writer streams in bricks (FORMAT.md 11.2), in
 # fewer operations: their record is large and its states slow to build (long form only).
 for seed in $BIG_SEEDS; do

@@ -24,6 +24,7 @@
 #include <xxhash.h>
 
 #include "chk.h"
+#include "ff_internal.h"
 #include "fixture.h"
 #include "fmt2.h"
 
@@ -1242,14 +1243,14 @@ static void test_ff_roundtrip(void **state)
 {
     fixture *fx = fx_new(BS, TAG);
     uint8_t *d = e2e_write(fx);
-    /* a version 5 file (version 2 with hole runs, page records and a chained last frame)
-     * with a valid footer right after the slots */
+    /* a version 6 file (version 2 with hole runs, page records and a chained last frame;
+     * at 64 KiB blocks its slots lie as version 2's) with a valid footer after the slots */
     int fd = open(fx->path, O_RDONLY);
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
     assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
     assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
-    assert_int_equal(m.version, FMT_VERSION_5);
+    assert_int_equal(m.version, FMT_VERSION_6);
     fmt2_footer ft;
     uint64_t alloc, len = path_len(fx->path, &alloc);
     assert_int_equal(fmt2_footer_read(fd, len, G, &ft), FMT_OK);
@@ -1278,6 +1279,63 @@ static void test_ff_roundtrip(void **state)
     close(fd);
     free(d);
     fx_free(fx);
+}
+
+/* The e2e file at 1 MiB blocks (blocks 3 and 4 holes), written as version `version`,
+ * its marker then zeroed as by a power loss: where its slots start, that it reads back
+ * (lz4 -d too), and which version fmt2_lost_marker finds it to be. */
+static void check_page_slots(uint32_t version)
+{
+    fixture *fx = fx_new(1u << 20, TAG);
+    fx->env->opt.file_version = version;
+    uint8_t *d = e2e_write(fx);
+    fmt2_geo g = fmt2_geo_of(version, 1u << 20);
+    assert_int_equal(g.extra, version >= FMT_VERSION_6 ? 4096 : FMT2_SLOT_EXTRA);
+    int fd = open(fx->path, O_RDWR);
+    uint64_t len = path_len(fx->path, NULL);
+    fmt2_footer ft;
+    assert_int_equal(fmt2_footer_read(fd, len, g, &ft), FMT_OK);
+    assert_int_equal(ft.n_blocks, 8);
+    for (uint64_t i = 0; i < ft.n_blocks; i++) {     /* holes 3 and 4 lie in two groups */
+        uint8_t h[4];
+        uint64_t at = fmt2_slot_off(g, i);
+        assert_int_equal(fmt_pread_all(fd, h, sizeof(h), at), 0);
+        assert_int_equal(fmt_get32(h), FMT_LZ4_MAGIC);
+        if (version >= FMT_VERSION_6 && i)
+            assert_int_equal(at % 4096, 0);
+    }
+    fmt2_scan_result sr;
+    assert_int_equal(fmt2_scan(fd, len, g, 1, &sr), FMT_OK);
+    assert_int_equal(sr.size, E_SIZE);
+    fx_check_lz4_tool(fx->path, d, E_SIZE);
+    fx_check_read(fx, O_RDONLY, d, E_SIZE);
+    uint8_t zeros[FMT_MARKER_LEN] = {0};
+    assert_int_equal(fmt_pwrite_all(fd, zeros, sizeof(zeros), 0), 0);
+    uint32_t found = 0;
+    assert_int_equal(fmt2_lost_marker(fd, zeros, len, 1u << 20, &found), 1u << 20);
+    assert_int_equal(found, version >= FMT_VERSION_6 ? FMT_VERSION : FMT_VERSION_5);
+    close(fd);
+    fx_check_read(fx, O_RDWR, d, E_SIZE);             /* the open puts the marker back */
+    fd = open(fx->path, O_RDONLY);
+    fmt_marker m;
+    uint8_t head[FMT_MARKER_LEN];
+    assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
+    assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
+    assert_int_equal(m.version, version >= FMT_VERSION_6 ? FMT_VERSION : FMT_VERSION_5);
+    close(fd);
+    fx_check_lz4_tool(fx->path, d, E_SIZE);
+    free(d);
+    fx_free(fx);
+}
+
+/* Version 6 puts the slots of 1 MiB blocks on page boundaries; version 5 files of 1 MiB
+ * blocks keep theirs, and a lost marker is put back as the version whose spacing the file
+ * shows. */
+static void test_page_slots(void **state)
+{
+    (void)state;
+    check_page_slots(FMT_VERSION_6);
+    check_page_slots(FMT_VERSION_5);
 }
 
 /* Rewriting 10 bytes in place costs one block's slot, not a copy of the file. */
@@ -1595,7 +1653,9 @@ static uint32_t lost_with(const uint8_t *item, size_t n, uint64_t at, size_t kee
     assert_true(keep <= n);
     assert_int_equal(ftruncate(fd, (off_t)(at + keep + len_pad)), 0);
     assert_int_equal(fmt_pwrite_all(fd, item, keep, at), 0);
-    uint32_t bs = fmt2_lost_marker(fd, head, file_len(fd), BS);
+    uint32_t version = 0;
+    uint32_t bs = fmt2_lost_marker(fd, head, file_len(fd), BS, &version);
+    assert_int_equal(version, bs ? FMT_VERSION : 0);     /* 64 KiB: one slot spacing */
     close(fd);
     unlink(path);
     return bs;
@@ -1849,6 +1909,7 @@ int main(void)
         cmocka_unit_test(test_pair_no_journal),
         cmocka_unit_test(test_pair_versions),
         cmocka_unit_test(test_ff_roundtrip),
+        cmocka_unit_test(test_page_slots),
         cmocka_unit_test(test_ff_small_rewrite),
         cmocka_unit_test(test_ff_torn),
         cmocka_unit_test(test_ff_interrupted_commit),
