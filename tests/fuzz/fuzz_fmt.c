@@ -313,15 +313,14 @@ static void fzf5_check_at(const uint8_t *buf, size_t avail, uint32_t bs)
 }
 
 /* The last slot a footer names, which is where a chain lies. */
-static void fzf5_check_last(int fd, const uint8_t *data, size_t size, uint32_t bs)
+static void fzf5_check_last(int fd, const uint8_t *data, size_t size, fmt2_geo g)
 {
-    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     fmt2_footer ft;
     if (fmt2_footer_read(fd, size, g, &ft) != FMT_OK || ft.n_blocks == 0)
         return;
     uint64_t at = fmt2_slot_off(g, ft.n_blocks - 1), n = fmt2_slot_len(g);
     if (at < size)
-        fzf5_check_at(data + at, size - at < n ? size - at : n, bs);
+        fzf5_check_at(data + at, size - at < n ? size - at : n, g.bs);
 }
 
 static uint32_t fzf5_next(uint32_t *seed)
@@ -464,16 +463,15 @@ static void fzf5_check_chain(const uint8_t *data, size_t size)
 }
 
 /* The frame parser on the first slots, where the input puts them. */
-static void fzf2_check_frames(const uint8_t *data, size_t size, uint32_t bs)
+static void fzf2_check_frames(const uint8_t *data, size_t size, fmt2_geo g)
 {
-    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     for (uint64_t i = 0; i < 4; i++) {
         uint64_t at = fmt2_slot_off(g, i);
         if (at >= size)
             break;
-        fzf2_parse_at(data + at, size - at, bs);
-        fzf2_check_records(data + at, size - at, bs);
-        fzf5_check_at(data + at, size - at, bs);
+        fzf2_parse_at(data + at, size - at, g.bs);
+        fzf2_check_records(data + at, size - at, g.bs);
+        fzf5_check_at(data + at, size - at, g.bs);
     }
 }
 
@@ -509,15 +507,14 @@ static void fzf2_check_journal(int fd, const fmt2_footer *ft, uint32_t bs)
     free(e);
 }
 
-static void fzf2_check_footer(int fd, uint64_t len, uint32_t bs)
+static void fzf2_check_footer(int fd, uint64_t len, fmt2_geo g)
 {
-    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     fmt2_footer ft;
     fmt_error err = fmt2_footer_read(fd, len, g, &ft);
     FZ_CHECK(err == FMT_OK || err == FMT_ERR_NO_TRAILER, "footer read gave %d", (int)err);
     if (err != FMT_OK)
         return;
-    FZ_CHECK(ft.size <= FMT2_MAX_SIZE && ft.n_blocks == (ft.size + bs - 1) / bs &&
+    FZ_CHECK(ft.size <= FMT2_MAX_SIZE && ft.n_blocks == (ft.size + g.bs - 1) / g.bs &&
              ft.fresh <= ft.n_blocks && ft.tail >= FMT_MARKER_LEN &&
              ft.tail <= len - FMT2_FOOTER_LEN &&
              (ft.j_off == 0 ? ft.j_len == 0
@@ -530,12 +527,11 @@ static void fzf2_check_footer(int fd, uint64_t len, uint32_t bs)
     fmt2_footer_encode(&ft, enc);
     FZ_CHECK(memcmp(b, enc, sizeof(b)) == 0, "a footer that reads does not re-encode the same");
     if (ft.j_len)
-        fzf2_check_journal(fd, &ft, bs);
+        fzf2_check_journal(fd, &ft, g.bs);
 }
 
-static void fzf2_check_scan(int fd, uint64_t len, uint32_t bs)
+static void fzf2_check_scan(int fd, uint64_t len, fmt2_geo g)
 {
-    fmt2_geo g = fmt2_geo_of(FMT_VERSION_2, bs);
     fmt2_scan_result plain, verified;
     FZ_CHECK(fmt2_scan(fd, len, g, 0, &plain) == FMT_OK, "scan");
     FZ_CHECK(fmt2_scan(fd, len, g, 1, &verified) == FMT_OK, "verifying scan");
@@ -543,7 +539,7 @@ static void fzf2_check_scan(int fd, uint64_t len, uint32_t bs)
     const fmt2_scan_result *r[2] = {&plain, &verified};
     for (int k = 0; k < 2; k++) {
         FZ_CHECK(r[k]->valid_end <= len && r[k]->valid_end >= FMT_MARKER_LEN &&
-                 r[k]->n_blocks == (r[k]->size + bs - 1) / bs &&
+                 r[k]->n_blocks == (r[k]->size + g.bs - 1) / g.bs &&
                  r[k]->bad_blocks <= r[k]->n_blocks,
                  "scan: %llu blocks, size %llu, end %llu of %llu",
                  (unsigned long long)r[k]->n_blocks, (unsigned long long)r[k]->size,
@@ -617,10 +613,11 @@ static void fzf_run(const uint8_t *data, size_t size)
              "marker accepted with block size %u", m.block_size);
     int fd = fz_memfile(data, size);
     if (err == FMT_OK && m.version >= FMT_VERSION_2) {
-        fzf2_check_frames(data, size, m.block_size);
-        fzf5_check_last(fd, data, size, m.block_size);
-        fzf2_check_footer(fd, size, m.block_size);
-        fzf2_check_scan(fd, size, m.block_size);
+        fmt2_geo g = fmt2_geo_of(m.version, m.block_size);
+        fzf2_check_frames(data, size, g);
+        fzf5_check_last(fd, data, size, g);
+        fzf2_check_footer(fd, size, g);
+        fzf2_check_scan(fd, size, g);
     } else if (err == FMT_OK) {
         fzf_check_trailer(fd, size, m.block_size);
         fzf_check_scan(fd, size, m.block_size);
