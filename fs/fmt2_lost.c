@@ -183,6 +183,40 @@ static uint32_t fmt2_lost_version(int fd, uint64_t file_len, uint32_t bs)
     return hits[1] && hits[1] >= hits[0] ? FMT_VERSION_5 : FMT_VERSION;
 }
 
+static int fmt2_footer_ends(int fd, uint64_t file_len, fmt2_geo g)
+{
+    fmt2_footer ft;
+    return fmt2_footer_read(fd, file_len, g, &ft) == FMT_OK;
+}
+
+static int fmt2_slot0_frame(int fd, uint64_t file_len, fmt2_geo g)
+{
+    int padded;
+    return fmt2_slot0_whole(fd, file_len, g, &padded);
+}
+
+/* What is left elsewhere says what the file was (for the store's block size only). */
+static int fmt2_rest_says(int fd, uint64_t file_len, fmt2_geo g)
+{
+    return fmt2_slot_heads(fd, file_len, g) || fmt2_tail_item(fd, file_len, g) ||
+           fmt2_last_hole_end(fd, file_len, g);
+}
+
+/* Whether test holds at the slot spacing the file shows, for block size bs (*version: the
+ * version of that spacing). The spacing is told (fmt2_lost_version, which reads slots) only
+ * once the test holds at one of the two: a foreign file that starts with zeros, opened or
+ * looked at again and again, costs the tests alone. */
+static int fmt2_lost_at(int fd, uint64_t file_len, uint32_t bs,
+                        int (*test)(int, uint64_t, fmt2_geo), uint32_t *version)
+{
+    int at_new = test(fd, file_len, fmt2_geo_of(FMT_VERSION, bs));
+    int at_old = bs >= FMT2_PAGE_MIN_BS && test(fd, file_len, fmt2_geo_of(FMT_VERSION_5, bs));
+    if (!at_new && !at_old)
+        return 0;
+    *version = fmt2_lost_version(fd, file_len, bs);
+    return *version == FMT_VERSION ? at_new : at_old;
+}
+
 uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32_t bs_hint,
                           uint32_t *version)
 {
@@ -190,28 +224,21 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
         if (head[i])
             return 0;
     /* bs_hint first, then the other block sizes, each once */
-    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0, vers[5];
+    uint32_t sizes[5] = {bs_hint}, n_sizes = bs_hint != 0;
     for (uint32_t bs = 64u << 10; bs <= 4u << 20; bs <<= 2)
         if (bs != bs_hint)
             sizes[n_sizes++] = bs;
     for (uint32_t k = 0; k < n_sizes; k++)
-        vers[k] = fmt2_lost_version(fd, file_len, sizes[k]);
-    fmt2_footer ft;
+        if (fmt2_lost_at(fd, file_len, sizes[k], fmt2_footer_ends, version))
+            return sizes[k];
     for (uint32_t k = 0; k < n_sizes; k++)
-        if (fmt2_footer_read(fd, file_len, fmt2_geo_of(vers[k], sizes[k]), &ft) == FMT_OK)
-            return *version = vers[k], sizes[k];
-    for (uint32_t k = 0; k < n_sizes; k++) {
-        int padded;
-        if (fmt2_slot0_whole(fd, file_len, fmt2_geo_of(vers[k], sizes[k]), &padded))
-            return *version = vers[k], sizes[k];
-    }
+        if (fmt2_lost_at(fd, file_len, sizes[k], fmt2_slot0_frame, version))
+            return sizes[k];
     /* slot 0 torn or lost too: what is left elsewhere, of the store's block size, says what
      * the file was (the walk then keeps the blocks before the first slot that is not whole:
      * none) */
-    fmt2_geo hint = fmt2_geo_of(bs_hint ? vers[0] : FMT_VERSION, bs_hint);
-    int says = bs_hint && (fmt2_slot_heads(fd, file_len, hint) ||
-                           fmt2_tail_item(fd, file_len, hint) ||
-                           fmt2_last_hole_end(fd, file_len, hint));
-    *version = says ? vers[0] : 0;
-    return says ? bs_hint : 0;
+    if (bs_hint && fmt2_lost_at(fd, file_len, bs_hint, fmt2_rest_says, version))
+        return bs_hint;
+    *version = 0;
+    return 0;
 }
