@@ -189,6 +189,23 @@ static int fmt2_footer_ends(int fd, uint64_t file_len, fmt2_geo g)
     return fmt2_footer_read(fd, file_len, g, &ft) == FMT_OK;
 }
 
+/* A footer, and the frame its last block names begins where g puts it, with g's block size
+ * in its header (a frame of 9.3 or a chain, 9.12): a footer's bounds alone hold at more than
+ * one block size (a file of 1 MiB blocks has a footer that reads as one of 64 KiB blocks). */
+static int fmt2_footer_framed(int fd, uint64_t file_len, fmt2_geo g)
+{
+    fmt2_footer ft;
+    uint8_t h[FMT2_LOST_HEAD];
+    if (fmt2_footer_read(fd, file_len, g, &ft) != FMT_OK)
+        return 0;
+    if (ft.n_blocks == 0)
+        return 1;
+    uint64_t at = fmt2_slot_off(g, ft.n_blocks - 1);
+    return at + sizeof(h) <= file_len && fmt_pread_all(fd, h, sizeof(h), at) == 0 &&
+           fmt_get32(h) == FMT_LZ4_MAGIC && (h[4] == 0x7C || h[4] == 0x5C) &&
+           h[5] == (uint8_t)(fmt_bd_code(g.bs) << 4);
+}
+
 static int fmt2_slot0_frame(int fd, uint64_t file_len, fmt2_geo g)
 {
     int padded;
@@ -229,6 +246,9 @@ uint32_t fmt2_lost_marker(int fd, const uint8_t *head, uint64_t file_len, uint32
         if (bs != bs_hint)
             sizes[n_sizes++] = bs;
     for (uint32_t k = 0; k < n_sizes; k++)
+        if (fmt2_lost_at(fd, file_len, sizes[k], fmt2_footer_framed, version))
+            return sizes[k];
+    for (uint32_t k = 0; k < n_sizes; k++)    /* its last slot's write lost, or torn */
         if (fmt2_lost_at(fd, file_len, sizes[k], fmt2_footer_ends, version))
             return sizes[k];
     for (uint32_t k = 0; k < n_sizes; k++)

@@ -1314,6 +1314,11 @@ static void check_page_slots(uint32_t version)
     uint32_t found = 0;
     assert_int_equal(fmt2_lost_marker(fd, zeros, len, 1u << 20, &found), 1u << 20);
     assert_int_equal(found, version >= FMT_VERSION_6 ? FMT_VERSION : FMT_VERSION_5);
+    /* in a store of 64 KiB blocks (one converted or reformatted), whose footer bounds a
+     * 1 MiB file's footer also fits: the last slot's head says which */
+    found = 0;
+    assert_int_equal(fmt2_lost_marker(fd, zeros, len, 64u << 10, &found), 1u << 20);
+    assert_int_equal(found, version >= FMT_VERSION_6 ? FMT_VERSION : FMT_VERSION_5);
     close(fd);
     fx_check_read(fx, O_RDWR, d, E_SIZE);             /* the open puts the marker back */
     fd = open(fx->path, O_RDONLY);
