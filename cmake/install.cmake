@@ -38,3 +38,16 @@ endforeach()
 # An example mount unit; administrators copy it to /etc/systemd/system and edit it.
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/systemd/srv-data.mount
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+
+# The helper mount(8) runs for the type fuse.fpgalz4fs (it looks for it in /sbin only, so it is
+# installed with a /usr prefix alone, as the packages do): the daemon of this installation,
+# not whichever is first in the PATH mount gives its helpers.
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  set(FPGALZ4FS_HELPER_PATH "${CMAKE_INSTALL_FULL_BINDIR}:/usr/sbin:/usr/bin:/sbin:/bin")
+  configure_file(${PROJECT_SOURCE_DIR}/packaging/mount.fuse.fpgalz4fs.in
+                 ${PROJECT_BINARY_DIR}/mount.fuse.fpgalz4fs @ONLY)
+  install(PROGRAMS ${PROJECT_BINARY_DIR}/mount.fuse.fpgalz4fs
+          DESTINATION ${CMAKE_INSTALL_SBINDIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/packaging/man/mount.fuse.fpgalz4fs.8
+          DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+endif()

@@ -44,8 +44,10 @@ pkg_purge() {
         { say "WARNING: apt-get purge ${present[*]} failed:"; cat "$WS/.purge.out"; }
 }
 eval "$(declare -f _lib_cleanup | sed '1s/_lib_cleanup/_lib_cleanup_mounts/')"
+SHADOW=""                 # a stand-in daemon this test put under /usr/local/bin
 _lib_cleanup() {
     _lib_cleanup_mounts
+    [ -n "$SHADOW" ] && rm -f "$SHADOW"
     pkg_purge
 }
 
@@ -191,6 +193,27 @@ if check "mount of an fstab line 'STORE MNT fuse.fpgalz4fs defaults,allow_other 
     check "the file is there after the remount" cmp "$WS/data.txt" "$MNT/data.txt"
     check "umount of the fstab mount" umount_at "$MNT" "$DAEMON_PID"
 fi
+
+# mount(8) runs its helpers with /usr/local/bin first in the path: another build of the
+# daemon there (an earlier `cmake --install`, the demo) must not be the one a mount of the
+# package's type runs. A stand-in that fails is put there when none is.
+check "the package's mount helper is installed" test -x /usr/sbin/mount.fuse.fpgalz4fs
+if [ ! -e /usr/local/bin/fpgalz4fs ]; then
+    SHADOW=/usr/local/bin/fpgalz4fs
+    printf '#!/bin/sh\necho "a daemon under /usr/local/bin ran" >&2\nexit 1\n' >"$SHADOW"
+    chmod +x "$SHADOW"
+fi
+mount_shadowed() {
+    mount -t fuse.fpgalz4fs "$BACKING" "$MNT" -o "log=$WS/logs/shadowed.log" || return 1
+    MOUNTED+=("$MNT")
+    DAEMON_PID=$(DAEMON=/usr/bin/fpgalz4fs _lib_daemon_pid_of "$BACKING" "$MNT") || DAEMON_PID=""
+    [ -n "$DAEMON_PID" ] && DAEMON_PIDS+=("$DAEMON_PID")
+    [ "$(readlink "/proc/$DAEMON_PID/exe")" = /usr/bin/fpgalz4fs ] &&
+        cmp "$WS/data.txt" "$MNT/data.txt" && umount_at "$MNT" "$DAEMON_PID"
+}
+check "mount -t fuse.fpgalz4fs runs /usr/bin/fpgalz4fs with another fpgalz4fs in /usr/local/bin" \
+    mount_shadowed
+[ -n "$SHADOW" ] && rm -f "$SHADOW" && SHADOW=""
 
 # an unmount returns before the daemon has let go of the store (it syncs and marks the
 # store clean first): wait for its lock
