@@ -24,6 +24,7 @@ typedef struct {
     chk_result *r;
     const fmt2_recovery *rec;
     uint8_t *buf;                      /* one slot as stored */
+    uint32_t skip;                     /* where in it the frame chk2_frame_bytes gave starts */
     uint8_t *dec;                      /* one block decoded */
     uint64_t recs;                     /* blocks whose slot holds page records */
     uint32_t group;                    /* the records' last commit group (the marker's) */
@@ -58,25 +59,41 @@ static const uint8_t *chk2_frame_bytes(chk2_ctx *c, uint64_t i, uint32_t *k, siz
         *avail = r->je[*k].frame_len;
         return r->je[*k].frame;
     }
-    uint64_t at = fmt2_slot_off(c->g, i), want = fmt2_slot_len(c->g);
+    uint64_t at = fmt2_slot_off(c->g, i), want = fmt2_slot_len(c->g), pos;
     if (at >= r->file_len)
         return NULL;
     if (want > r->file_len - at)
         want = r->file_len - at;
-    if (fmt_pread_all(c->fd, c->buf, want, at) < 0)
+    if (fmt_pread_all(c->fd, c->buf, want, at) < 0 || fmt2_frame_at(c->fd, c->g, i, &pos) < 0)
         return NULL;
-    *avail = want;
-    return c->buf;
+    c->skip = pos - at < want ? (uint32_t)(pos - at) : 0;   /* version 7: at its page */
+    *avail = want - c->skip;
+    return c->buf + c->skip;
+}
+
+/* Where block i + 1's frame starts (i + 1 < n): the pending journal's place for it when one
+ * holds it (a check that wrote nothing), else where its slot has it. */
+static uint64_t chk2_next_at(chk2_ctx *c, uint64_t i, uint32_t k)
+{
+    const fmt2_recovery *r = c->rec;
+    uint64_t at = fmt2_slot_off(c->g, i + 1);
+    for (; k < r->jn && r->je[k].block <= i + 1; k++)
+        if (r->je[k].block == i + 1)
+            return fmt2_jentry_place(c->g, &r->je[k]);
+    return fmt2_frame_at(c->fd, c->g, i + 1, &at) == 0 ? at : fmt2_slot_off(c->g, i + 1);
 }
 
 /* What lz4 -d needs after the frame: padding to the next slot, or to the tail. */
-static void chk2_padding(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, uint32_t flen)
+static void chk2_padding(chk2_ctx *c, uint64_t i, uint32_t k, const uint8_t *p, size_t avail,
+                         uint32_t flen)
 {
     const fmt2_footer *ft = &c->rec->ft;
-    uint64_t slot_end = (i + 1 < ft->n_blocks ? fmt2_slot_off(c->g, i + 1) : ft->tail) -
-                        fmt2_slot_off(c->g, i);
-    if (p != c->buf || slot_end == flen)
+    if (p != c->buf + c->skip)
         return;                        /* a journal copy: its slot is rewritten from it */
+    uint64_t slot_end = (i + 1 < ft->n_blocks ? chk2_next_at(c, i, k) : ft->tail) -
+                        (fmt2_slot_off(c->g, i) + c->skip);
+    if (slot_end == flen)
+        return;
     if (slot_end < flen + 8 || flen + 8 > avail || fmt_get32(p + flen) != FMT_SKIP_PAD ||
         fmt_get32(p + flen + 4) != slot_end - flen - 8)
         chk2_bad(c, CHK_P_WALK, i, "padding after the frame missing or wrong (lz4 -d stops "
@@ -100,7 +117,8 @@ static int chk2_block_reads(chk2_ctx *c, const uint8_t *p, size_t avail, uint32_
 static void chk2_records(chk2_ctx *c, uint64_t i, uint32_t flen, uint32_t bsum, uint32_t len)
 {
     fmt2_rec_state st;
-    fmt_error err = fmt2_rec_load(c->fd, fmt2_slot_off(c->g, i) + flen, NULL, 0, bsum,
+    fmt_error err = fmt2_rec_load(c->fd, fmt2_slot_off(c->g, i) + c->skip + flen,
+                                  fmt2_slot_off(c->g, i + 1), NULL, 0, bsum,
                                   c->group, c->dec, len, &st);
     if (err == FMT_ERR_CORRUPT)
         chk2_bad(c, CHK_P_BLOCK, i, "a page record's data do not decode");
@@ -110,7 +128,8 @@ static void chk2_records(chk2_ctx *c, uint64_t i, uint32_t flen, uint32_t bsum, 
 
 /* Version 5: the last block held as a chain (FORMAT.md 9.12). A torn one that a check
  * without writing found is reported by chk2_report, and reads as its blocks that check. */
-static void chk2_chain(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, uint32_t want)
+static void chk2_chain(chk2_ctx *c, uint64_t i, uint32_t k, const uint8_t *p, size_t avail,
+                       uint32_t want)
 {
     uint32_t len, flen;
     if (c->rec->chain_fixed && !c->rec->settled)
@@ -122,7 +141,7 @@ static void chk2_chain(chk2_ctx *c, uint64_t i, const uint8_t *p, size_t avail, 
     else if (len != want)
         chk2_bad(c, CHK_P_BLOCK, i, "the frame's length differs from the footer's size");
     else
-        chk2_padding(c, i, p, avail, flen);
+        chk2_padding(c, i, k, p, avail, flen);
 }
 
 static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
@@ -132,7 +151,7 @@ static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
     size_t avail = 0;
     const uint8_t *p = chk2_frame_bytes(c, i, k, &avail);
     if (p == c->buf && avail > 4 && p[4] == FMT2_FLG_CHAIN && i + 1 == ft->n_blocks) {
-        chk2_chain(c, i, p, avail, want);
+        chk2_chain(c, i, *k, p, avail, want);
         return;
     }
     uint32_t len, word, flen;
@@ -159,7 +178,7 @@ static void chk2_block(chk2_ctx *c, uint64_t i, uint32_t *k)
     if (XXH32(c->dec, len, 0) != fmt_get32(p + flen - 4))
         chk2_bad(c, CHK_P_WALK, i, "content checksum mismatch (lz4 -d fails here; reads "
                  "through the mount are right)");
-    chk2_padding(c, i, p, avail, flen);
+    chk2_padding(c, i, *k, p, avail, flen);
     chk2_records(c, i, flen, fmt_get32(p + flen - FMT2_FRAME_TRAIL), len);
 }
 
@@ -254,7 +273,7 @@ int chk2_file(int fd, fmt2_geo g, uint64_t file_len, chk_mode mode, int check_fr
         return -fmt_errno(err);
     uint8_t flags[4] = {0};
     (void)fmt_pread_all(fd, flags, sizeof(flags), FMT_MARKER_FLAGS_OFF);
-    chk2_ctx c = {fd, g, say, ctx, out, &rec, malloc(fmt2_slot_len(g)), malloc(g.bs), 0,
+    chk2_ctx c = {fd, g, say, ctx, out, &rec, malloc(fmt2_slot_len(g)), 0, malloc(g.bs), 0,
                   fmt2_rec_group_of(fmt_get32(flags))};
     int rc = c.buf && c.dec ? 0 : -ENOMEM;
     *wrote |= write && (rec.settled || rec.replayed || rec.unsynced_cut);
@@ -310,8 +329,8 @@ int chk2_stat_file(int fd, fmt2_geo g, uint64_t file_len, chk_stat *out)
     uint64_t page = fstat(fd, &st) == 0 && st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;
     for (uint64_t i = 0; i < ft.n_blocks; i++) {
         uint8_t h[FMT2_HOLE_HEAD];
-        uint64_t at = fmt2_slot_off(g, i);
-        if (fmt_pread_all(fd, h, sizeof(h), at) < 0)
+        uint64_t at;
+        if (fmt2_frame_at(fd, g, i, &at) < 0 || fmt_pread_all(fd, h, sizeof(h), at) < 0)
             return -EIO;
         uint32_t word = fmt_get32(h + FMT_FRAME_HEADER_LEN), m;
         if ((m = fmt2_run_head_parse(h, sizeof(h), g.bs)) != 0) {

@@ -163,22 +163,25 @@ static int ff_brick_write(ff_brick *b, uint64_t pad_at, uint64_t pad_end)
         return 1;
     int fd = f->fd;                    /* steady while the I/O lock is held */
     uid_t was = b->charge != CR_NONE ? cr_charge(b->charge) : CR_NONE;
+    /* the slot before the brick: unpadded (pad_end), or padded to its next slot's start by
+     * the brick before, while this brick's first frame may go to that slot's page */
+    const ff2_frame *first = &b->fr.v[0], *last = &b->fr.v[b->fr.n - 1];
+    uint64_t at0 = fmt2_frame_place(g, first->block, first->len, first->frame_len);
     if (fd < 0)
         rc = 1;
-    else if (pad_end)
-        rc = ff2_pad(f, pad_at, pad_end, 1);
+    else if (pad_end || (pad_at && at0 != fmt2_slot_off(g, first->block)))
+        rc = ff2_pad(f, pad_at, at0, 1);
     for (uint64_t k = 0; rc == 0 && k < b->fr.n; k++) {
-        const ff2_frame *e = &b->fr.v[k];
+        const ff2_frame *e = &b->fr.v[k], *nx = k + 1 < b->fr.n ? e + 1 : NULL;
         rc = fmt2_write_slot(fd, g, e->block, e->frame, e->frame_len, e->len, 0,
-                             fmt2_slot_off(g, e->block + 1),
+                             nx ? fmt2_frame_place(g, nx->block, nx->len, nx->frame_len)
+                                : fmt2_slot_off(g, e->block + 1),
                              b->with_marker && e->block == 0 ? b->marker : NULL);
     }
     cr_restore(was);
     pthread_rwlock_unlock(&f->io);
-    if (rc == 0) {
-        const ff2_frame *e = &b->fr.v[b->fr.n - 1];
-        b->tail = fmt2_slot_off(g, e->block) + e->frame_len;
-    }
+    if (rc == 0)
+        b->tail = fmt2_frame_place(g, last->block, last->len, last->frame_len) + last->frame_len;
     return rc;
 }
 
@@ -203,7 +206,7 @@ static void ff_brick_drain(ff_bricks *w)
         pthread_cond_broadcast(&w->moved);
         if (rc != 0)
             return;                    /* the line waits for the writer's finish */
-        w->pad_end = 0;
+        w->pad_at = h->tail, w->pad_end = 0;   /* padded to the next slot's start */
         w->next++;
     }
 }

@@ -61,6 +61,7 @@ typedef struct {
                                           the block was last committed lie in the n ranges
                                           [lo, hi) (disjoint, not touching); n = 0: anywhere
                                           (a zeroed entry: the whole block) */
+    uint64_t end;                      /* known: where the frame ends (the padding follows) */
     uint32_t room, used, chain;        /* known: the slot's padding payload, the bytes its
                                           records take, the next record's prev */
     uint8_t n;

@@ -35,13 +35,14 @@ static int ff_in_run(ff_file *f, uint64_t off)
  * the frame was read from that slot, else NULL. A frame that a journal holds (a read-only
  * mount reads a journal's copies) takes the records of its block's slot when that slot holds
  * the same frame: records name the frame they follow by its block checksum. */
-static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsum,
-                             const uint8_t *probe, size_t probe_len, uint8_t *dst, uint64_t len)
+static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint64_t word_at, uint32_t word,
+                             uint32_t bsum, const uint8_t *probe, size_t probe_len, uint8_t *dst,
+                             uint64_t len)
 {
     fmt2_rec_state st;
-    uint64_t end = fmt2_slot_off(ff2_geo(f), i) + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
-    return fmt2_rec_load(f->fd, end, probe, probe_len, bsum, f->rec_group, dst, (uint32_t)len,
-                         &st);
+    uint64_t end = word_at - FMT_FRAME_HEADER_LEN + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
+    return fmt2_rec_load(f->fd, end, fmt2_slot_off(ff2_geo(f), i + 1), probe, probe_len, bsum,
+                         f->rec_group, dst, (uint32_t)len, &st);
 }
 
 /* A chained last frame (version 5, FORMAT.md 9.12): its blocks from the one at `at`, each
@@ -74,8 +75,15 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
     if (word == FMT2_CHAIN_WORD)
         return ff_decode_chain(f, at, dst, len, rc_out);
     uint8_t w[4];
+    int slot = f->version >= FMT_VERSION_2 && at == ff2_word_off(f, i), rc = 0;
+    uint64_t pos = 0;                  /* version 7: the frame may lie at the slot's page */
+    if (slot && ff2_geo(f).paged && (rc = fmt2_frame_at(f->fd, ff2_geo(f), i, &pos)) == 0 &&
+        pos + FMT_FRAME_HEADER_LEN != at)
+        *at_out = pos + FMT_FRAME_HEADER_LEN, word = 0;
+    uint64_t word_at = *at_out;
     /* a version 2 slot whose size word memory has not read yet */
-    int rc = word == 0 ? fmt_pread_all(f->fd, w, sizeof(w), at) : 0;
+    if (rc == 0 && word == 0)
+        rc = fmt_pread_all(f->fd, w, sizeof(w), word_at);
     if (word == 0 && rc == 0)
         word = fmt_get32(w);
     if (rc == 0 && (fmt_word_size(word) == 0 || fmt_word_size(word) > f->bs) &&
@@ -91,21 +99,21 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
      * is read with the frame when the frame is the slot's */
     int recs = f->version >= FMT_VERSION_4 && (f->rec_flag || f->rec_old);
     size_t blen = fmt_block_len(word), want = blen;
-    if (recs && at == ff2_word_off(f, i))
+    if (recs && slot)
         want += FMT2_REC_PROBE;
     uint8_t *raw = rc == 0 ? malloc(want) : NULL;
     ssize_t got = 0;
     if (rc == 0 && !raw)
         rc = -ENOMEM;
-    if (rc == 0 && (got = fmt_pread_upto(f->fd, raw, want, at)) < (ssize_t)blen)
+    if (rc == 0 && (got = fmt_pread_upto(f->fd, raw, want, word_at)) < (ssize_t)blen)
         rc = got < 0 ? (int)got : -EIO;
     fmt_error err = FMT_OK;
     if (rc == 0)
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
                                      : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
     if (rc == 0 && err == FMT_OK && recs)
-        err = ff_rec_read(f, i, word, fmt_get32(raw + blen - 4), want > blen ? raw + blen : NULL,
-                          (size_t)got - blen, dst, len);
+        err = ff_rec_read(f, i, word_at, word, fmt_get32(raw + blen - 4),
+                          want > blen ? raw + blen : NULL, (size_t)got - blen, dst, len);
     free(raw);
     *rc_out = rc;
     return err;

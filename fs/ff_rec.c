@@ -141,10 +141,11 @@ void ff_rec_reset(ff_file *f)
         memset(f->rec, 0, f->cap * sizeof(*f->rec));
 }
 
-/* Where stored block i's frame ends: its slot's padding header, and the records, follow. */
+/* Where stored block i's frame ends, as ff_rec_known found it: its slot's padding header,
+ * and the records, follow. */
 static uint64_t ff_rec_frame_end(const ff_file *f, uint64_t i)
 {
-    return fmt2_slot_off(ff2_geo(f), i) + FMT2_FRAME_OVERHEAD + fmt_word_size(f->blk[i].word);
+    return f->rec[i].end;
 }
 
 /* What slot i holds of records: read once, then kept until a write of the slot forgets it. */
@@ -155,24 +156,29 @@ static int ff_rec_known(ff_file *f, uint64_t i)
     if (r->known)
         return 0;
     uint8_t w[4];
+    uint64_t pos;                      /* the slot's start, or its page (version 7) */
+    if (ff2_frame_pos(f, i, &pos) < 0)
+        return -EIO;
     if (b->word == 0) {                /* memory has not read the size word yet */
-        if (fmt_pread_all(f->fd, w, sizeof(w), b->off) < 0)
+        if (fmt_pread_all(f->fd, w, sizeof(w), pos + FMT_FRAME_HEADER_LEN) < 0)
             return -EIO;
         b->word = fmt_get32(w);
     }
+    r->end = pos + FMT2_FRAME_OVERHEAD + fmt_word_size(b->word);
     if (fmt_word_size(b->word) == 0 || fmt_word_size(b->word) > f->bs) {
         r->room = r->used = r->chain = 0, r->known = 1;   /* in a hole run: no frame */
         return 0;
     }
     /* the frame's block checksum and what follows it (the probe), in one read */
     uint8_t h[4 + FMT2_REC_PROBE];
-    uint64_t end = ff_rec_frame_end(f, i);
+    uint64_t end = r->end;
     ssize_t got = fmt_pread_upto(f->fd, h, sizeof(h), end - FMT2_FRAME_TRAIL);
     if (got < 4)
         return -EIO;
     uint32_t bsum = fmt_get32(h);
     fmt2_rec_state st;           /* the last block's length bounds its room, as for readers */
-    if (fmt2_rec_load(f->fd, end, h + 4, (size_t)got - 4, bsum, f->rec_group, NULL,
+    if (fmt2_rec_load(f->fd, end, fmt2_slot_off(ff2_geo(f), i + 1), h + 4, (size_t)got - 4,
+                      bsum, f->rec_group, NULL,
                       (uint32_t)ff_blen(f, i), &st) != FMT_OK)
         return -EIO;
     if (f->rec_new)                    /* records of an undone upgrade: not this file's */

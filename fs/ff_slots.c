@@ -121,15 +121,31 @@ int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
         *len = ff_blen(f, i) + FMT2_FRAME_OVERHEAD;
         return 0;
     }
+    uint64_t at = fmt_entry_off(&(fmt_entry){f->blk[i].off, 0}), skip = 0;
+    if (at == ff2_word_off(f, i)) {    /* the slot's frame, at its start or its page */
+        uint64_t pos;
+        int rc = ff2_frame_pos(f, i, &pos);
+        if (rc < 0)
+            return rc;
+        skip = pos - fmt2_slot_off(ff2_geo(f), i), at = pos + FMT_FRAME_HEADER_LEN;
+        word = skip ? 0 : word;        /* memory's word is the slot start's */
+    }
     if (word == 0) {
         uint8_t w[4];
-        int rc = fmt_pread_all(f->fd, w, 4, fmt_entry_off(&(fmt_entry){f->blk[i].off, 0}));
+        int rc = fmt_pread_all(f->fd, w, 4, at);
         if (rc < 0)
             return rc;
         word = fmt_get32(w);
     }
-    *len = FMT_FRAME_HEADER_LEN + fmt_block_len(word) + FMT_FRAME_END_LEN;
+    *len = skip + FMT_FRAME_HEADER_LEN + fmt_block_len(word) + FMT_FRAME_END_LEN;
     return 0;
+}
+
+int ff2_frame_pos(ff_file *f, uint64_t i, uint64_t *pos)
+{
+    fmt2_geo g = ff2_geo(f);
+    *pos = fmt2_slot_off(g, i);
+    return g.paged ? fmt2_frame_at(f->fd, g, i, pos) : 0;
 }
 
 uint64_t ff2_word_off(const ff_file *f, uint64_t i)
@@ -137,10 +153,28 @@ uint64_t ff2_word_off(const ff_file *f, uint64_t i)
     return fmt2_slot_off(ff2_geo(f), i) + FMT_FRAME_HEADER_LEN;
 }
 
-/* Where slot i's extent ends once the file has n blocks and its last slot ends at tail. */
-static uint64_t ff2_slot_end(const ff_file *f, uint64_t i, uint64_t n, uint64_t tail)
+/* Where this commit puts the frame of entry e: its slot's start or its page (9.3.1). */
+static uint64_t ff2_place(const ff_file *f, const ff2_frame *e)
 {
-    return i + 1 < n ? fmt2_slot_off(ff2_geo(f), i + 1) : tail;
+    return e->frame_len && !e->in_run ? fmt2_frame_place(ff2_geo(f), e->block, e->len,
+                                                         e->frame_len)
+                                      : fmt2_slot_off(ff2_geo(f), e->block);
+}
+
+/* Where the padding after entry fr->v[k] ends once the file has n blocks and its last slot
+ * ends at tail: at the next slot's frame, this commit's when it writes the next block,
+ * else where it lies. */
+static uint64_t ff2_slot_end(ff_file *f, const ff2_frames *fr, uint64_t k, uint64_t n,
+                             uint64_t tail)
+{
+    uint64_t i = fr->v[k].block, pos;
+    if (i + 1 >= n)
+        return tail;
+    if (k + 1 < fr->n && fr->v[k + 1].block == i + 1)
+        return ff2_place(f, &fr->v[k + 1]);
+    if (i + 1 < f->n_stored && ff2_frame_pos(f, i + 1, &pos) == 0)
+        return pos;
+    return fmt2_slot_off(ff2_geo(f), i + 1);
 }
 
 /* Checksum of a hole of len bytes: hashing a whole block of zeros per hole made a large
@@ -157,8 +191,10 @@ uint32_t ff2_zsum(ff_file *f, uint32_t len)
 /* The first block of a file that has none yet carries the marker again in its write: the
  * write that made the file is not synced, and without the marker the block would be shown
  * as a foreign file's bytes after a power loss that kept one and not the other. */
-static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t tail)
+static int ff2_write_frame(ff_file *f, const ff2_frames *fr, uint64_t k, uint64_t n,
+                           uint64_t tail)
 {
+    const ff2_frame *e = &fr->v[k];
     uint8_t marker[FMT_MARKER_LEN];
     int first = e->block == 0 && f->n_stored == 0;
     if (first)
@@ -166,7 +202,7 @@ static int ff2_write_frame(ff_file *f, const ff2_frame *e, uint64_t n, uint64_t 
                            f->env->sb.uuid, marker);
     return fmt2_write_slot(f->fd, ff2_geo(f), e->block, e->frame_len ? e->frame : NULL,
                            e->frame_len, e->len, e->frame_len ? 0 : ff2_zsum(f, e->len),
-                           ff2_slot_end(f, e->block, n, tail), first ? marker : NULL);
+                           ff2_slot_end(f, fr, k, n, tail), first ? marker : NULL);
 }
 
 /* Whole-block holes from fr->v[k] on that another block follows: how many in a row. */
@@ -200,11 +236,14 @@ int ff2_open_last(ff_file *f, uint64_t *at, uint64_t *end)
 }
 
 /* The old last slot ends where its frame ends; once blocks follow it, it gets padding up to
- * the next slot. */
-static int ff2_pad_old_last(ff_file *f, uint64_t new_n)
+ * the next slot's frame (fr's first entry past it). */
+static int ff2_pad_old_last(ff_file *f, const ff2_frames *fr, uint64_t new_n)
 {
     uint64_t at = 0, end = 0;
     int rc = new_n > f->n_stored ? ff2_open_last(f, &at, &end) : 0;
+    for (uint64_t k = 0; rc == 0 && end && k < fr->n; k++)
+        if (fr->v[k].block == f->n_stored)
+            end = ff2_place(f, &fr->v[k]);
     return rc == 0 && end ? ff2_pad(f, at, end, 1) : rc;
 }
 
@@ -216,14 +255,15 @@ static int ff2_new_tail(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t *
         *tail = FMT_MARKER_LEN;
         return 0;
     }
-    uint64_t flen = 0;
+    uint64_t flen = 0, at = fmt2_slot_off(ff2_geo(f), n - 1);
     const ff2_frame *last = fr->n && fr->v[fr->n - 1].block == n - 1 ? &fr->v[fr->n - 1] : NULL;
     int rc = 0;
     if (last)
-        flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD;
+        flen = last->frame_len ? last->frame_len : last->len + FMT2_FRAME_OVERHEAD,
+        at = ff2_place(f, last);
     else
         rc = ff2_stored_frame_len(f, n - 1, &flen);
-    uint64_t end = fmt2_slot_off(ff2_geo(f), n - 1) + flen;
+    uint64_t end = at + flen;
     if (rc == 0 && n == f->n_stored && end < f->v2.tail)
         end = f->v2.tail - end >= 8 ? f->v2.tail : end + 8;
     /* a last block rewritten in place after a small change gets its slot's padding, for
@@ -289,18 +329,19 @@ static int ff2_write_appends(ff_file *f, ff2_frames *fr, uint64_t n, uint64_t ta
 {
     int rc = ff2_clear_old(f, fr);
     rc = rc < 0 || !guard ? rc : ff2_guard(f, tail);
-    rc = rc < 0 ? rc : ff2_pad_old_last(f, n);
+    rc = rc < 0 ? rc : ff2_pad_old_last(f, fr, n);
     for (uint64_t k = 0; rc == 0 && k < fr->n;) {
         uint64_t run = fr->v[k].block >= f->n_stored ? ff2_hole_run(f, fr, k, n) : 0;
         if (run) {
             rc = fmt2_write_hole_run(f->fd, ff2_geo(f), fr->v[k].block, fr->v[k].block + run,
-                                     ff2_zsum(f, f->bs), f->version >= FMT_VERSION_3);
+                                     ff2_zsum(f, f->bs), f->version >= FMT_VERSION_3,
+                                     ff2_slot_end(f, fr, k + run - 1, n, tail));
             ff2_mark_runs(f, fr, k, run);
             k += run;
             continue;
         }
         if (fr->v[k].block >= f->n_stored)
-            rc = ff2_write_frame(f, &fr->v[k], n, tail);
+            rc = ff2_write_frame(f, fr, k, n, tail);
         k++;
     }
     return rc;
@@ -420,7 +461,7 @@ static uint64_t ff2_holes_from(ff_file *f, uint64_t i)
 int ff2_reserve_slots(ff_file *f, const fmt2_jentry *e, uint32_t n)
 {
     for (uint32_t k = 0; k < n; k++) {
-        uint64_t at = fmt2_slot_off(ff2_geo(f), e[k].block);
+        uint64_t at = fmt2_jentry_place(ff2_geo(f), &e[k]);
         uint64_t len = (e[k].frame_len ? e[k].frame_len : FMT2_HOLE_HEAD) + 8;
         uint64_t data = e[k].frame_len ? ff2_holes_from(f, e[k].block) : 0;
         if (data > at)
@@ -493,15 +534,22 @@ int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t ta
     for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++) {
         const ff2_frame *e = &fr->v[k];
         const uint8_t *ft = e->block + 1 == n ? footer : NULL;
-        if (e->frame_len) {
+        uint64_t was = 0;
+        int moves = ff2_geo(f).paged && e->block > 0 && !(k > 0 && fr->v[k - 1].block + 1 == e->block);
+        if (moves)
+            rc = ff2_frame_pos(f, e->block, &was);
+        if (rc == 0 && e->frame_len) {
             rc = fmt2_rewrite_slot(f->fd, ff2_geo(f), e->block, e->frame, e->frame_len, e->len,
-                                   ff2_slot_end(f, e->block, n, tail),
+                                   ff2_slot_end(f, fr, k, n, tail),
                                    ff2_holes_from(f, e->block), ft);
-        } else {
-            rc = ff2_write_frame(f, e, n, tail);
+        } else if (rc == 0) {
+            rc = ff2_write_frame(f, fr, k, n, tail);
             if (rc == 0 && ft)
                 rc = fmt_pwrite_all(f->fd, ft, FMT2_FOOTER_LEN, tail);
         }
+        /* a frame that moved to or from its page: the padding before it follows (9.3.1) */
+        if (rc == 0 && moves && ff2_place(f, e) != was)
+            rc = fmt2_pad_before(f->fd, ff2_geo(f), e->block, ff2_place(f, e));
         if (ft)
             footer = NULL;
     }
@@ -674,11 +722,14 @@ static int ff2_redo_journal(ff_file *f)
         return -fmt_errno(err);
     int rc = 0;
     ff_io_exclusive(f);
-    for (uint32_t k = 0; rc == 0 && k < n; k++)
-        rc = fmt2_write_slot(f->fd, ff2_geo(f), e[k].block, e[k].frame, e[k].frame_len, e[k].len,
+    fmt2_geo g = ff2_geo(f);
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        rc = fmt2_write_slot(f->fd, g, e[k].block, e[k].frame, e[k].frame_len, e[k].len,
                              e[k].frame ? 0 : ff2_zsum(f, e[k].len),
-                             e[k].block + 1 < f->v2.jp_n ? fmt2_slot_off(ff2_geo(f), e[k].block + 1)
-                                                         : f->v2.jp_tail, NULL);
+                             fmt2_jentry_end(f->fd, g, f->v2.jp_n, f->v2.jp_tail, e, n, k), NULL);
+        if (rc == 0 && g.paged && (k == 0 || e[k - 1].block + 1 != e[k].block))
+            rc = fmt2_pad_before(f->fd, g, e[k].block, fmt2_jentry_place(g, &e[k]));
+    }
     bc_forget_file(f->env->cache, f->id);
     ff_rec_reset(f);
     pthread_rwlock_unlock(&f->io);

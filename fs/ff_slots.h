@@ -47,8 +47,12 @@ uint8_t *ff2_frame_of_job(const ff_file *f, const ff_commit_plan *p, eng_job *jb
 void ff2_stream_adopt(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t tail,
                       uint64_t reached);
 
-/* Frame length of stored block i (reads its size word when memory does not know it). */
+/* Where in its slot stored block i's frame ends: its length (the size word read when memory
+ * does not know it), plus, in version 7, the distance to the slot's page when it lies there. */
 int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len);
+/* Where stored block i's frame starts on the disk: its slot's start, or in version 7 its
+ * slot's page (fmt2_frame_at; read from the disk each time). */
+int ff2_frame_pos(ff_file *f, uint64_t i, uint64_t *pos);
 /* Where the stored last slot's frame ends (*at) and the next slot begins (*end), when that
  * block is clean and so ends unpadded; *end 0 otherwise. */
 int ff2_open_last(ff_file *f, uint64_t *at, uint64_t *end);

@@ -20,13 +20,14 @@
 #include <sys/uio.h>
 #include <sys/types.h>
 
-#define FMT_VERSION 6u                      /* newest file format this build reads and writes */
+#define FMT_VERSION 7u                      /* newest file format this build reads and writes */
 #define FMT_VERSION_1 1u                    /* the seek-table layout of this file (fmt.c) */
 #define FMT_VERSION_2 2u                    /* slots, journal and footer (fmt2.c) */
 #define FMT_VERSION_3 3u                    /* version 2 with hole runs (fmt2_run.c) */
 #define FMT_VERSION_4 4u                    /* version 3 with page records (fmt2_rec.c) */
 #define FMT_VERSION_5 5u                    /* version 4 with a chained last frame (fmt2_chain.c) */
 #define FMT_VERSION_6 6u                    /* version 5, large blocks' slots on pages (fmt2.h) */
+#define FMT_VERSION_7 7u                    /* version 6, full blocks' frames on pages (fmt2.h) */
 #define FMT_LZ4_MAGIC 0x184D2204u
 #define FMT_SKIP_MARKER 0x184D2A5Au         /* skippable magics (0x184D2A50..5F) used here */
 #define FMT_SKIP_TRAILER 0x184D2A5Bu

@@ -145,10 +145,12 @@ static int fmt2_put_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame,
                          uint32_t frame_len, uint32_t len, uint32_t zsum, uint64_t end,
                          const uint8_t *marker, uint64_t holes_from, const uint8_t *footer)
 {
-    uint64_t at = fmt2_slot_off(g, i);
+    uint64_t s = fmt2_slot_off(g, i), at = frame ? fmt2_frame_place(g, i, len, frame_len) : s;
     uint8_t tail[FMT2_HOLE_TAIL + 8 + FMT2_KILL_LEN];
     size_t tail_len = 0;
-    int rc = 0;
+    /* a frame on the page boundary: the slot's start must not hold an older frame's magic,
+     * which readers would take first (9.3.1); on a hole of the backing file this is free */
+    int rc = at != s ? fmt2_zero(fd, s, at - s) : 0;
     if (!frame) {
         rc = fmt2_write_hole(fd, g.bs, at, len, zsum, tail);
         frame_len = len + FMT2_FRAME_OVERHEAD, tail_len = FMT2_HOLE_TAIL;
@@ -185,6 +187,64 @@ static int fmt2_put_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame,
     return rc;
 }
 
+int fmt2_frame_at(int fd, fmt2_geo g, uint64_t i, uint64_t *at)
+{
+    uint64_t s = fmt2_slot_off(g, i), p = fmt2_slot_page(g, i);
+    uint8_t h[4];
+    *at = s;
+    if (p == s)
+        return 0;
+    ssize_t got = fmt_pread_upto(fd, h, sizeof(h), s);
+    if (got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_LZ4_MAGIC)
+        return 0;
+    if (got >= 0)
+        got = fmt_pread_upto(fd, h, sizeof(h), p);
+    if (got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_LZ4_MAGIC)
+        *at = p;
+    return got < 0 ? (int)got : 0;
+}
+
+/* Where the frame (or hole run) in slot j ends: its padding header follows. */
+static int fmt2_frame_end(int fd, fmt2_geo g, uint64_t j, uint64_t *end)
+{
+    uint8_t h[FMT2_HOLE_HEAD];
+    uint64_t at, a;
+    uint32_t m;
+    int rc = fmt2_frame_at(fd, g, j, &at);
+    if (rc == 0)
+        rc = fmt_pread_all(fd, h, sizeof(h), at);
+    if (rc < 0)
+        return rc;
+    if (fmt_get32(h) == FMT_LZ4_MAGIC) {
+        m = fmt2_run_head_parse(h, sizeof(h), g.bs);
+        *end = at + FMT2_FRAME_OVERHEAD +
+               (m ? (uint64_t)g.bs * m : fmt_word_size(fmt_get32(h + FMT_FRAME_HEADER_LEN)));
+        return 0;
+    }
+    if (fmt2_run_find(fd, g, j, &a, &m) != FMT_OK)  /* inside a run: the run's end */
+        return -EIO;
+    *end = fmt2_slot_off(g, a) + FMT2_FRAME_OVERHEAD + (uint64_t)g.bs * m;
+    return 0;
+}
+
+int fmt2_pad_before(int fd, fmt2_geo g, uint64_t i, uint64_t to)
+{
+    uint64_t end;
+    uint8_t h[8];
+    if (i == 0)
+        return 0;
+    int rc = fmt2_frame_end(fd, g, i - 1, &end);
+    if (rc == 0 && (end + 8 > to || to - end > fmt2_slot_len(g) + FMT2_PAGE))
+        rc = -EIO;                     /* not a padding that can reach there */
+    ssize_t got = rc == 0 ? fmt_pread_upto(fd, h, sizeof(h), end) : rc;
+    if (got < 0)
+        return (int)got;
+    if (got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_SKIP_PAD &&
+        fmt_get32(h + 4) == to - end - 8)
+        return 0;
+    return fmt_write_skip_header(fd, end, FMT_SKIP_PAD, (uint32_t)(to - end - 8));
+}
+
 int fmt2_write_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint32_t frame_len,
                     uint32_t len, uint32_t zsum, uint64_t end, const uint8_t *marker)
 {
@@ -200,7 +260,8 @@ int fmt2_rewrite_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint
 /* Whole-block holes [a, b), each followed by a slot: between block i's data and block
  * i+1's lie i's tail, its padding and i+1's head (64 bytes; a page in version 6 at large
  * blocks), written at once: the pages they touch hold a tail or a head anyway. */
-static int fmt2_write_holes(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum)
+static int fmt2_write_holes(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum,
+                            uint64_t next)
 {
     uint8_t gap[FMT2_PAGE + FMT2_HOLE_HEAD];
     int rc = 0;
@@ -210,7 +271,8 @@ static int fmt2_write_holes(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t
     }
     for (uint64_t i = a; rc == 0 && i < b; i++) {
         uint64_t data_end = fmt2_slot_off(g, i) + FMT2_HOLE_HEAD + g.bs;
-        size_t pad = (size_t)(fmt2_slot_off(g, i + 1) - data_end) - FMT2_HOLE_TAIL;
+        uint64_t to = i + 1 < b ? fmt2_slot_off(g, i + 1) : next;
+        size_t pad = (size_t)(to - data_end) - FMT2_HOLE_TAIL;
         size_t n = i + 1 < b ? FMT2_HOLE_TAIL + pad + FMT2_HOLE_HEAD : FMT2_HOLE_TAIL + 8;
         memset(gap, 0, n);
         fmt2_hole_tail(gap, zsum);
@@ -222,12 +284,13 @@ static int fmt2_write_holes(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t
     return rc;
 }
 
-int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum, int runs)
+int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum, int runs,
+                        uint64_t next)
 {
     uint64_t grp = fmt2_run_group(g.bs);
     int rc = 0;
     if (!runs || grp < 2)
-        return fmt2_write_holes(fd, g, a, b, zsum);
+        return fmt2_write_holes(fd, g, a, b, zsum, next);
     /* a run's head goes out with the end of the run before it when there is one */
     uint64_t prev = UINT64_MAX;
     uint32_t prev_m = 0;
@@ -241,13 +304,15 @@ int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsu
             fmt2_run_head(head, g.bs, m);
             rc = fmt_pwrite_all(fd, head, sizeof(head), fmt2_slot_off(g, i));
         } else {
-            rc = prev != UINT64_MAX ? fmt2_write_run_end(fd, g, prev, prev_m) : 0;
-            rc = rc < 0 ? rc : fmt2_write_holes(fd, g, i, end, zsum);
+            rc = prev != UINT64_MAX ? fmt2_write_run_end(fd, g, prev, prev_m, fmt2_slot_off(g, i))
+                                    : 0;
+            rc = rc < 0 ? rc : fmt2_write_holes(fd, g, i, end, zsum,
+                                                end == b ? next : fmt2_slot_off(g, end));
         }
         prev = m >= 2 ? i : UINT64_MAX, prev_m = m;
         i = end;
     }
-    return rc == 0 && prev != UINT64_MAX ? fmt2_write_run_end(fd, g, prev, prev_m) : rc;
+    return rc == 0 && prev != UINT64_MAX ? fmt2_write_run_end(fd, g, prev, prev_m, next) : rc;
 }
 
 void fmt2_marker_encode(uint32_t version, uint32_t bs, uint32_t flags, const uint8_t uuid[16],

@@ -41,6 +41,9 @@
 #define FMT2_MAX_SIZE (1ull << 40)          /* largest logical size (1 TiB): a hole costs one
                                                small write per block, see FORMAT.md */
 #define FMT_SKIP_PAD 0x184D2A59u            /* the unused rest of a slot */
+#define FMT2_KILL_LEN 4u                    /* zero bytes a frame's write puts at the start of
+                                               its padding's payload: no record of an older
+                                               frame there is read as one of this frame */
 #define FMT_SKIP_FOOTER2 0x184D2A5Eu
 #define FMT_SKIP_JOURNAL 0x184D2A5Fu
 
@@ -72,6 +75,8 @@ typedef struct {
     uint32_t bs;                            /* block size */
     uint32_t extra;                         /* slot length beyond bs */
     uint32_t base;                          /* where slot i would start for i = 0 */
+    uint32_t paged;                         /* version 7: a full block's frame may start at
+                                               its slot's first page boundary */
 } fmt2_geo;
 /* The geometry of a file of this version (2..FMT_VERSION) and block size. Versions 2 to 5,
  * and 6 below 1 MiB blocks: slots bs + 64 bytes apart from the marker's end, so a frame
@@ -82,8 +87,8 @@ typedef struct {
 static inline fmt2_geo fmt2_geo_of(uint32_t version, uint32_t bs)
 {
     if (version >= FMT_VERSION_6 && bs >= FMT2_PAGE_MIN_BS)
-        return (fmt2_geo){bs, FMT2_PAGE, 0};
-    return (fmt2_geo){bs, FMT2_SLOT_EXTRA, FMT_MARKER_LEN};
+        return (fmt2_geo){bs, FMT2_PAGE, 0, version >= FMT_VERSION_7};
+    return (fmt2_geo){bs, FMT2_SLOT_EXTRA, FMT_MARKER_LEN, version >= FMT_VERSION_7};
 }
 /* The distance between two slots (slot 0 may be shorter: it starts at the marker's end). */
 static inline uint64_t fmt2_slot_len(fmt2_geo g) { return (uint64_t)g.bs + g.extra; }
@@ -96,11 +101,52 @@ static inline uint64_t fmt2_slot_of(fmt2_geo g, uint64_t off)
 {
     return off < fmt2_slot_off(g, 1) ? 0 : (off - g.base) / fmt2_slot_len(g);
 }
-/* Where the slots of n blocks end when the last one holds a frame of last_len bytes. */
+/* Where the slots of n blocks end when the last one holds a frame of last_len bytes at its
+ * slot's start. */
 static inline uint64_t fmt2_slots_end(fmt2_geo g, uint64_t n, uint64_t last_len)
 {
     return n ? fmt2_slot_off(g, n - 1) + last_len : FMT_MARKER_LEN;
 }
+
+/* Version 7 (FORMAT.md 9.3.1): the second place of slot i's frame, its slot's first page
+ * boundary; the slot's start where there is none (slot 0, a slot that starts on a page,
+ * versions before 7). A frame that starts mid-page leaves the part of its first page before
+ * it allocated and unused, on average half a page a slot. */
+static inline uint64_t fmt2_slot_page(fmt2_geo g, uint64_t i)
+{
+    uint64_t s = fmt2_slot_off(g, i);
+    return g.paged && i ? (s + FMT2_PAGE - 1) & ~(uint64_t)(FMT2_PAGE - 1) : s;
+}
+/* Where a writer puts slot i's frame of frame_len bytes (0: a hole) for a block of len
+ * bytes: at the page boundary when the block is whole and the frame fits there with its
+ * padding header and kill word before the next slot, else at the slot's start. */
+static inline uint64_t fmt2_frame_place(fmt2_geo g, uint64_t i, uint32_t len, uint32_t frame_len)
+{
+    uint64_t s = fmt2_slot_off(g, i), p = fmt2_slot_page(g, i);
+    if (p != s && len == g.bs && frame_len &&
+        p + frame_len + 8 + FMT2_KILL_LEN <= fmt2_slot_off(g, i + 1))
+        return p;
+    return s;
+}
+/* Where slot i's frame starts on the disk: the slot's start when an LZ4 frame's magic is
+ * there or there is no second place, else the page boundary when one is there; the slot's
+ * start again when neither holds one (a slot inside a hole run, damage). */
+int fmt2_frame_at(int fd, fmt2_geo g, uint64_t i, uint64_t *at);
+/* Where a journal's entry e goes (fmt2_frame_place; a hole at its slot's start). */
+static inline uint64_t fmt2_jentry_place(fmt2_geo g, const fmt2_jentry *e)
+{
+    return e->frame_len ? fmt2_frame_place(g, e->block, e->len, e->frame_len)
+                        : fmt2_slot_off(g, e->block);
+}
+/* Where the padding after journal entry e[k] (of n, in block order) ends in a file of
+ * n_blocks whose last slot ends at tail: at the next slot's frame, the next entry's place
+ * when that is the next block, else where the disk has it. */
+uint64_t fmt2_jentry_end(int fd, fmt2_geo g, uint64_t n_blocks, uint64_t tail,
+                         const fmt2_jentry *e, uint32_t n, uint32_t k);
+/* Points the padding before slot i's frame at `to` (where slot i's frame is now): the
+ * padding after block i - 1's frame, or after the hole run that holds block i - 1, when it
+ * does not reach there already. Nothing for slot 0. */
+int fmt2_pad_before(int fd, fmt2_geo g, uint64_t i, uint64_t to);
 
 /* The 8-byte header of a padding frame (FMT_SKIP_PAD) that is len bytes long in all
  * (len >= 8): its payload is the rest. */
@@ -160,8 +206,9 @@ int fmt2_rewrite_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame, uint
  * the file must read as zeros already (the caller zeroes old bytes there first). runs 0
  * (version 2): one write of the bytes between two blocks' data per block. runs 1 (version
  * 3): the holes of each group form one hole run (FORMAT.md 9.5.1) where there are at least
- * two of them. */
-int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum, int runs);
+ * two of them. The last one's padding reaches next, where slot b's frame goes. */
+int fmt2_write_hole_run(int fd, fmt2_geo g, uint64_t a, uint64_t b, uint32_t zsum, int runs,
+                        uint64_t next);
 
 /* ---- hole runs, format version 3 (FORMAT.md 9.5.1; fmt2_run.c) ----
  * A run of m >= 2 whole-block holes a..a+m-1, all in one group of fmt2_run_group(bs) blocks
@@ -192,7 +239,7 @@ int fmt2_run_data_zero(int fd, fmt2_geo g, uint64_t a, uint32_t m);
 int fmt2_reads_zero(int fd, uint64_t lo, uint64_t hi);
 /* Writing a run: its head (fmt2_run_head at slot a), then its end (checksums, EndMark,
  * padding header); its data must read as zeros already. */
-int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m);
+int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m, uint64_t to);
 /* Writes the end of the run at a of m blocks and the head of the run of m_next blocks that
  * follows it at a + m in one write (the padding between them as zeros): one write and one
  * extent of the backing file per group of a long hole instead of two. */
@@ -254,9 +301,12 @@ typedef struct {
 /* Takes slots while their frames parse; a frame with a bad block checksum is kept when a
  * good frame follows it (it reads as EIO), dropped as a torn tail when it is the last. */
 fmt_error fmt2_scan(int fd, uint64_t file_len, fmt2_geo g, int verify, fmt2_scan_result *out);
-/* Parses the frame of slot i (buf: a slot's worth of bytes); FMT_ERR_CORRUPT when there is
- * none. *padded: the padding that a slot followed by another one carries is there, reaching
- * exactly the next slot. verify: the block and content checksums hold. */
+/* Parses the frame of slot i (buf: a slot's worth of bytes from the slot's start);
+ * FMT_ERR_CORRUPT when there is none. *flen: where in the slot the frame ends (its length,
+ * plus the distance to the page boundary for a frame there, version 7). *padded: the
+ * padding that a slot followed by another one carries is there, reaching exactly the start
+ * or (version 7) the page boundary of the next slot. verify: the block and content
+ * checksums hold. */
 fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int verify,
                          uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded);
 /* Whether slot i, whose bytes (want of them) are in buf, begins a hole run that is whole:
@@ -407,9 +457,6 @@ fmt_error fmt2_chain_settle(int fd, fmt2_geo g, int write, int crashed, fmt2_rec
 #define FMT2_REC_HEAD 24u                   /* magic, prev, group, off, len, word */
 #define FMT2_REC_OVERHEAD 28u               /* head and checksum */
 #define FMT2_REC_GROUP_MASK 0x7FFFFFFFu     /* groups count modulo 2^31 */
-#define FMT2_KILL_LEN 4u                    /* zero bytes a frame's write puts at the start of
-                                               its padding's payload: no record of an older
-                                               frame there is read as one of this frame */
 /* Where a reader that read a slot's frame finds what tells it whether records follow: the
  * frame's end (EndMark, content checksum), the padding header and a record's head. */
 #define FMT2_REC_PROBE (FMT_FRAME_END_LEN + 8u + FMT2_REC_HEAD)
@@ -450,8 +497,10 @@ fmt_error fmt2_rec_apply(const uint8_t *area, size_t avail, uint32_t bsum, uint3
 /* The records of a slot whose frame ends at end (in the slot of a file whose slots hold
  * padding), read from fd and applied onto dst as fmt2_rec_apply does. probe holds the
  * probe_len (at most FMT2_REC_PROBE) bytes read from end - FMT_FRAME_END_LEN, NULL to read
- * them here; fewer than all at the end of the file. */
-fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
+ * them here; fewer than all at the end of the file. Records end at or before lim, the next
+ * slot's start (9.11). */
+fmt_error fmt2_rec_load(int fd, uint64_t end, uint64_t lim, const uint8_t *probe,
+                        size_t probe_len,
                         uint32_t bsum, uint32_t group, uint8_t *dst, uint32_t blen,
                         fmt2_rec_state *st);
 /* Where the walk's footer goes behind last block n - 1 (len bytes), whose frame ends at

@@ -34,7 +34,7 @@ static int fmt2_slot_says(int fd, uint64_t file_len, fmt2_geo g, uint64_t i)
 {
     uint8_t h[FMT2_LOST_HEAD];
     uint64_t at = fmt2_slot_off(g, i);
-    if (at + 4 > file_len)
+    if (at + 4 > file_len || fmt2_frame_at(fd, g, i, &at) < 0)   /* version 7: or its page */
         return 0;
     size_t avail = file_len - at < sizeof(h) ? (size_t)(file_len - at) : sizeof(h);
     return fmt_pread_all(fd, h, avail, at) == 0 &&
@@ -80,7 +80,8 @@ static int fmt2_tail_says(const uint8_t *b, size_t n, size_t p, uint64_t at, uin
     if (magic == FMT_SKIP_PAD) {
         uint64_t end = at + len;
         return p >= FMT2_HOLE_TAIL && end > FMT_MARKER_LEN &&
-               fmt2_slot_off(g, fmt2_slot_of(g, end)) == end &&
+               (fmt2_slot_off(g, fmt2_slot_of(g, end)) == end ||
+                fmt2_slot_page(g, fmt2_slot_of(g, end)) == end) &&
                fmt2_raw_end(b + p - FMT2_HOLE_TAIL, &sum) && sum != 0;
     }
     if ((magic != FMT_SKIP_JOURNAL && magic != FMT_SKIP_FOOTER2) || len < 16)
@@ -201,7 +202,8 @@ static int fmt2_footer_framed(int fd, uint64_t file_len, fmt2_geo g)
     if (ft.n_blocks == 0)
         return 1;
     uint64_t at = fmt2_slot_off(g, ft.n_blocks - 1);
-    return at + sizeof(h) <= file_len && fmt_pread_all(fd, h, sizeof(h), at) == 0 &&
+    return at + sizeof(h) <= file_len && fmt2_frame_at(fd, g, ft.n_blocks - 1, &at) == 0 &&
+           fmt_pread_all(fd, h, sizeof(h), at) == 0 &&
            fmt_get32(h) == FMT_LZ4_MAGIC && (h[4] == 0x7C || h[4] == 0x5C) &&
            h[5] == (uint8_t)(fmt_bd_code(g.bs) << 4);
 }

@@ -107,9 +107,9 @@ static fmt_error fmt2_rec_walk(int fd, uint64_t at, uint8_t **bufp, size_t have,
     return dst ? fmt2_rec_apply(*bufp, st->used, bsum, group, dst, blen, st) : FMT_OK;
 }
 
-fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe_len,
-                        uint32_t bsum, uint32_t group, uint8_t *dst, uint32_t blen,
-                        fmt2_rec_state *st)
+fmt_error fmt2_rec_load(int fd, uint64_t end, uint64_t lim, const uint8_t *probe,
+                        size_t probe_len, uint32_t bsum, uint32_t group, uint8_t *dst,
+                        uint32_t blen, fmt2_rec_state *st)
 {
     uint8_t own[FMT2_REC_PROBE];
     *st = (fmt2_rec_state){0, 0, bsum, 0};
@@ -125,6 +125,9 @@ fmt_error fmt2_rec_load(int fd, uint64_t end, const uint8_t *probe, size_t probe
     st->room = fmt_get32(pad + 4);
     if (st->room > blen + FMT2_SLOT_EXTRA)     /* no slot's padding is longer */
         st->room = blen + FMT2_SLOT_EXTRA;
+    /* nor do records reach the next slot, whose frame may start at its page (9.3.1) */
+    if (end + 8 + st->room > lim)
+        st->room = lim > end + 8 ? (uint32_t)(lim - end - 8) : 0;
     if (probe_len < FMT2_REC_PROBE || fmt_get32(pad + 8) != FMT2_REC_MAGIC ||
         fmt_get32(pad + 12) != bsum)
         return FMT_OK;                 /* no record */
@@ -154,7 +157,7 @@ uint64_t fmt2_rec_tail(int fd, fmt2_geo g, uint64_t n, uint32_t len, uint64_t fr
         fmt_pread_all(fd, h, sizeof(h), frame_end - FMT2_FRAME_TRAIL) < 0 ||
         fmt_get32(pad) != FMT_SKIP_PAD ||
         frame_end + 8 + fmt_get32(pad + 4) != fmt2_slot_off(g, n) ||
-        fmt2_rec_load(fd, frame_end, h + 4, FMT2_REC_PROBE, fmt_get32(h),
+        fmt2_rec_load(fd, frame_end, fmt2_slot_off(g, n), h + 4, FMT2_REC_PROBE, fmt_get32(h),
                       fmt2_rec_group_of(fmt_get32(m + 8)), NULL, len, &st) != FMT_OK ||
         st.used == 0)
         return frame_end;

@@ -50,11 +50,12 @@ int fmt2_run_tail_ok(int fd, fmt2_geo g, uint64_t a, uint32_t m, int verify)
 {
     uint8_t t[FMT2_RUN_TAIL];
     uint64_t fend = fmt2_run_frame_end(g, a, m), pad = fmt2_slot_off(g, a + m) - fend;
+    uint64_t paged = fmt2_slot_page(g, a + m) - fend;   /* version 7: to the next frame */
     if (fmt_pread_all(fd, t, sizeof(t), fend - FMT2_HOLE_TAIL) < 0)
         return 0;
     uint32_t sum = fmt_get32(t);
     if (fmt_get32(t + 8) != sum || fmt_get32(t + 4) != 0 || fmt_get32(t + 12) != FMT_SKIP_PAD ||
-        fmt_get32(t + 16) != pad - 8)
+        (fmt_get32(t + 16) != pad - 8 && fmt_get32(t + 16) != paged - 8))
         return 0;
     return !verify || sum == fmt2_run_zero_sum(g.bs, m);
 }
@@ -85,19 +86,19 @@ int fmt2_run_data_zero(int fd, fmt2_geo g, uint64_t a, uint32_t m)
 
 /* The end of the run at a of m blocks: block checksum, EndMark, content checksum, padding
  * header (FMT2_RUN_TAIL bytes). */
-static void fmt2_run_tail(uint8_t *t, fmt2_geo g, uint64_t a, uint32_t m)
+static void fmt2_run_tail(uint8_t *t, fmt2_geo g, uint64_t a, uint32_t m, uint64_t to)
 {
     uint32_t sum = fmt2_run_zero_sum(g.bs, m);
     fmt_put32(t, sum);
     fmt_put32(t + 4, 0);
     fmt_put32(t + 8, sum);
-    fmt2_pad_header(t + FMT2_HOLE_TAIL, fmt2_slot_off(g, a + m) - fmt2_run_frame_end(g, a, m));
+    fmt2_pad_header(t + FMT2_HOLE_TAIL, to - fmt2_run_frame_end(g, a, m));
 }
 
-int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m)
+int fmt2_write_run_end(int fd, fmt2_geo g, uint64_t a, uint32_t m, uint64_t to)
 {
     uint8_t t[FMT2_RUN_TAIL];
-    fmt2_run_tail(t, g, a, m);
+    fmt2_run_tail(t, g, a, m, to);
     return fmt_pwrite_all(fd, t, sizeof(t), fmt2_run_frame_end(g, a, m) - FMT2_HOLE_TAIL);
 }
 
@@ -110,11 +111,11 @@ int fmt2_write_run_pair(int fd, fmt2_geo g, uint64_t a, uint32_t m, uint32_t m_n
     size_t len = (size_t)(fmt2_slot_off(g, a + m) + FMT2_HOLE_HEAD - at);
     if (len > sizeof(buf)) {
         fmt2_run_head(buf, g.bs, m_next);
-        int rc = fmt2_write_run_end(fd, g, a, m);
+        int rc = fmt2_write_run_end(fd, g, a, m, fmt2_slot_off(g, a + m));
         return rc < 0 ? rc : fmt_pwrite_all(fd, buf, FMT2_HOLE_HEAD, fmt2_slot_off(g, a + m));
     }
     memset(buf, 0, len);
-    fmt2_run_tail(buf, g, a, m);
+    fmt2_run_tail(buf, g, a, m, fmt2_slot_off(g, a + m));
     fmt2_run_head(buf + len - FMT2_HOLE_HEAD, g.bs, m_next);
     return fmt_pwrite_all(fd, buf, len, at);
 }
@@ -164,8 +165,10 @@ fmt_error fmt2_run_find(int fd, fmt2_geo g, uint64_t i, uint64_t *a, uint32_t *m
     for (uint64_t k = 0, j = first; k == 0 || j > first; k++, j = i + 1 - k) {
         if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(g, j)) < 0)
             return FMT_ERR_IO;
-        if (k > 0 && fmt_get32(h) == 0)
-            continue;
+        uint64_t at = fmt2_slot_off(g, j);
+        if (k > 0 && fmt_get32(h) == 0 && fmt2_frame_at(fd, g, j, &at) == 0 &&
+            at == fmt2_slot_off(g, j))
+            continue;                  /* zeros, and no frame at its page either */
         int r = fmt2_run_holds(fd, g, h, j, i, m);
         if (r != 0 || k > 0) {
             *a = j;

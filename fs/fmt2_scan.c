@@ -24,6 +24,18 @@ static fmt_error fmt2_content_check(const uint8_t *frame, uint32_t len, uint32_t
     return err;
 }
 
+/* Where in slot i's bytes (buf, want of them from the slot's start) its frame begins: 0, or
+ * in version 7 the distance to the page boundary when the slot starts without a frame's
+ * magic and one is there (9.3.1). */
+static uint32_t fmt2_frame_skip(fmt2_geo g, uint64_t i, const uint8_t *buf, uint64_t want)
+{
+    uint64_t d = fmt2_slot_page(g, i) - fmt2_slot_off(g, i);
+    if (d == 0 || want < 4 || fmt_get32(buf) == FMT_LZ4_MAGIC || d + 4 > want ||
+        fmt_get32(buf + d) != FMT_LZ4_MAGIC)
+        return 0;
+    return (uint32_t)d;
+}
+
 fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int verify,
                          uint8_t *buf, uint32_t *len, uint32_t *flen, int *padded)
 {
@@ -34,15 +46,19 @@ fmt_error fmt2_scan_slot(int fd, uint64_t file_len, fmt2_geo g, uint64_t i, int 
         want = file_len - at;
     if (fmt_pread_all(fd, buf, want, at) < 0)
         return FMT_ERR_IO;
-    uint32_t word, fl = 0;
-    fmt_error err = fmt2_frame_parse(buf, want, g.bs, verify, len, &word, &fl);
+    uint32_t word, fl = 0, d = fmt2_frame_skip(g, i, buf, want);
+    const uint8_t *fr = buf + d;
+    fmt_error err = fmt2_frame_parse(fr, want - d, g.bs, verify, len, &word, &fl);
     if (err == FMT_OK && verify)
-        err = fmt2_content_check(buf, *len, word, fl);
-    if (err == FMT_ERR_CORRUPT && buf[4] == FMT2_FLG_CHAIN)    /* version 5 (9.12) */
+        err = fmt2_content_check(fr, *len, word, fl);
+    if (err == FMT_ERR_CORRUPT && !d && buf[4] == FMT2_FLG_CHAIN)   /* version 5 (9.12) */
         err = fmt2_chain_parse(buf, want, g.bs, verify, len, &fl);
+    fl = fl ? fl + d : 0;
     *flen = fl;
-    *padded = fl && fl + 8 <= want && fmt_get32(buf + fl) == FMT_SKIP_PAD &&
-              fmt_get32(buf + fl + 4) == fmt2_slot_off(g, i + 1) - at - fl - 8;
+    /* the padding reaches the next slot's frame, at its start or (version 7) its page */
+    uint64_t to = fl && fl + 8 <= want ? at + fl + 8 + fmt_get32(buf + fl + 4) : 0;
+    *padded = to && fmt_get32(buf + fl) == FMT_SKIP_PAD &&
+              (to == fmt2_slot_off(g, i + 1) || to == fmt2_slot_page(g, i + 1));
     return err;
 }
 

@@ -13,7 +13,7 @@
 
 #define SB_FILE_NAME ".fpgalz4fs"
 #define SB_TMP_NAME SB_FILE_NAME ".tmp"   /* the superblock's temporary during sb_write */
-#define SB_FORMAT_VERSION 6u           /* the newest format this build reads and writes */
+#define SB_FORMAT_VERSION 7u           /* the newest format this build reads and writes */
 #define SB_MAX_TEXT 1024               /* the superblock file is never larger than this */
 
 typedef struct {

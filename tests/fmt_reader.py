@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A reader of fpgalz4fs backing files of versions 2 to 6 (docs/FORMAT.md Part II),
+"""A reader of fpgalz4fs backing files of versions 2 to 7 (docs/FORMAT.md Part II),
 written from docs/FORMAT.md alone, without the sources under fs/: it checks that the
 document says enough for an outside reader (t_records runs it on files that hold page
 records; version 5's chained last frame, 9.12, is decoded as its linked blocks). A change
@@ -147,7 +147,7 @@ SKIP_JOURNAL = 0x184D2A5F
 FPLZ = 0x5A4C5046
 REC_MAGIC = 0x43525046
 BS_CODE = {65536: 4, 262144: 5, 1048576: 6, 4194304: 7}
-MAX_VERSION = 6
+MAX_VERSION = 7
 FLG_FRAME = 0x7C   # 9.3: independent blocks
 FLG_CHAIN = 0x5C   # 9.12: linked blocks (version 5)
 
@@ -301,6 +301,8 @@ class Reader:
         # 9.3: version 6 at 1 MiB and 4 MiB blocks puts slot i >= 1 at i * (bs + 4096)
         self.paged = ver >= 6 and bs >= 1048576
         self.slot_len = bs + (4096 if self.paged else 64)
+        # 9.3.1: version 7 may put a slot's frame at the slot's first 4 KiB boundary
+        self.two = ver >= 7
         self.G = 4194304 // bs
         return 'own'
 
@@ -308,6 +310,22 @@ class Reader:
         if self.paged:
             return i * self.slot_len if i else 59
         return 59 + i * self.slot_len
+
+    def slot_page(self, i):
+        so = self.slot_off(i)
+        return (so + 4095) // 4096 * 4096 if self.two and i else so
+
+    def frame_off(self, i):
+        """9.3.1: the slot's start when the LZ4 magic is there (or there is no second
+        place), else its page boundary when the magic is there, else the start."""
+        so, p = self.slot_off(i), self.slot_page(i)
+        if p == so:
+            return so
+        b = self.f.read(so, 4)
+        if len(b) == 4 and u32(b, 0) == LZ4_MAGIC:
+            return so
+        b = self.f.read(p, 4)
+        return p if len(b) == 4 and u32(b, 0) == LZ4_MAGIC else so
 
     # -------------------------------------------------------- footer
     def footer_at(self, place, want_version, start=None):
@@ -426,7 +444,7 @@ class Reader:
     def read_slot_frame(self, i, len_i, careful=True):
         """returns (decoded bytes, S, block checksum) of slot i's own frame,
         'run' if the slot does not hold a frame of block i but a run might, or raises Corrupt."""
-        off = self.slot_off(i)
+        off = self.frame_off(i)
         head = self.f.read(off, 19)
         if len(head) < 19:
             raise Corrupt('slot %d: short' % i)
@@ -523,7 +541,8 @@ class Reader:
         if len(e) != 20:
             return None
         if u32(e, 0) != u32(e, 8) or u32(e, 4) != 0 or u32(e, 12) != SKIP_PAD \
-                or u32(e, 16) != self.slot_off(a + m) - off - cs - 39:
+                or u32(e, 16) + off + cs + 39 not in (self.slot_off(a + m),
+                                                      self.slot_page(a + m)):
             return None
         return m
 
@@ -535,8 +554,8 @@ class Reader:
             return (g, m)
         for a in range(i, g, -1):
             b = self.f.read(self.slot_off(a), 4)
-            if len(b) == 4 and u32(b, 0) == 0:
-                continue
+            if len(b) == 4 and u32(b, 0) == 0 and self.frame_off(a) == self.slot_off(a):
+                continue   # zeros, and no frame at its page (9.3.1) either
             m = self.run_head(a)
             if m is not None and a + m > i:
                 return (a, m)
@@ -545,12 +564,12 @@ class Reader:
 
     def apply_records(self, i, content, S, bsum, len_i):
         """10 step 6 / 9.11."""
-        pad = self.slot_off(i) + 31 + S
+        pad = self.frame_off(i) + 31 + S
         h = self.f.read(pad, 12)
         if len(h) < 12 or u32(h, 0) != SKIP_PAD or u32(h, 8) != REC_MAGIC:
             return content, 0
         P = u32(h, 4)
-        end = pad + 8 + P
+        end = min(pad + 8 + P, self.slot_off(i + 1))   # 9.11: before the next slot
         at = pad + 8
         prev = bsum
         buf = bytearray(content)
@@ -712,6 +731,7 @@ class Reader:
                 break
             m = min(sl, f.len - so)
             b = f.read(so, m)
+            d = self.frame_off(i) - so   # 9.3.1: the frame at the slot's page
             parsed = None
             ok_sums = True
             # 10.1 step 8: a whole chain (9.12) is a frame of 23 + A bytes, never padded:
@@ -729,20 +749,20 @@ class Reader:
                     break
                 except Corrupt:
                     pass
-            h = parse_frame_header(b, bs, self.code)
+            h = parse_frame_header(b[d:], bs, self.code)
             if h is not None:
                 cs, S, raw = h
                 bd_ok = True
-                if 1 <= cs <= bs and 1 <= S <= bs and not (raw and S != cs) and 31 + S <= m \
-                        and u32(b, 23 + S) == 0:
+                if 1 <= cs <= bs and 1 <= S <= bs and not (raw and S != cs) \
+                        and d + 31 + S <= m and u32(b, d + 23 + S) == 0:
                     parsed = (cs, S, raw)
-                    data = b[19:19 + S]
-                    if u32(b, 19 + S) != xxh32(data):
+                    data = b[d + 19:d + 19 + S]
+                    if u32(b, d + 19 + S) != xxh32(data):
                         ok_sums = False
                     else:
                         try:
                             dec = self.decode(data, raw, cs, 'walk')
-                            if u32(b, 27 + S) != xxh32(dec):
+                            if u32(b, d + 27 + S) != xxh32(dec):
                                 ok_sums = False
                         except Corrupt:
                             ok_sums = False
@@ -762,9 +782,9 @@ class Reader:
                 failed = True
                 break
             cs, S, raw = parsed
-            fl = 31 + S
+            fl = d + 31 + S   # where in the slot the frame ends
             padded = fl + 8 <= m and u32(b, fl) == SKIP_PAD and \
-                u32(b, fl + 4) == self.slot_off(i + 1) - so - fl - 8
+                so + fl + 8 + u32(b, fl + 4) in (self.slot_off(i + 1), self.slot_page(i + 1))
             if not ok_sums:
                 if padded and cs == bs:
                     tentative.append(i)

@@ -462,13 +462,16 @@ static void fzf5_check_chain(const uint8_t *data, size_t size)
     fzf5_roundtrip(data, size);
 }
 
-/* The frame parser on the first slots, where the input puts them. */
+/* The frame parser on the first slots, where the input puts them: at their starts and, in
+ * version 7, at their pages (FORMAT.md 9.3.1). */
 static void fzf2_check_frames(const uint8_t *data, size_t size, fmt2_geo g)
 {
-    for (uint64_t i = 0; i < 4; i++) {
-        uint64_t at = fmt2_slot_off(g, i);
+    for (uint64_t i = 0; i < 8; i++) {
+        uint64_t at = i % 2 ? fmt2_slot_page(g, i / 2) : fmt2_slot_off(g, i / 2);
         if (at >= size)
             break;
+        if (i % 2 && at == fmt2_slot_off(g, i / 2))
+            continue;
         fzf2_parse_at(data + at, size - at, g.bs);
         fzf2_check_records(data + at, size - at, g.bs);
         fzf5_check_at(data + at, size - at, g.bs);

@@ -340,7 +340,7 @@ fi
 
 # ---------------------------------------------------------------- newer format versions
 # a file whose marker names a newer version: refused, never rewritten
-check "set v.txt's marker version to 7" py set-marker-version "$BACKING/v.txt" 7
+check "set v.txt's marker version to 8" py set-marker-version "$BACKING/v.txt" 8
 V_SUM=$(sum_of "$BACKING/v.txt")
 if check "mount with a newer-version file" mount_store; then
     LOGV="$WS/logs/daemon-$LOG_SEQ.log"
@@ -355,7 +355,7 @@ check "the newer-version file was not rewritten" test "$(sum_of "$BACKING/v.txt"
 
 # a superblock with a newer format version (its checksum now mismatches too)
 cp -p "$BACKING/.fpgalz4fs" "$WS/sb.orig"
-check "set the superblock's format_version to 7" py set-sb-version "$BACKING/.fpgalz4fs" 7
+check "set the superblock's format_version to 8" py set-sb-version "$BACKING/.fpgalz4fs" 8
 SB_SUM=$(sum_of "$BACKING/.fpgalz4fs")
 check "a store with a newer format version is refused" refused "" "$BACKING" "$MNT"
 check "the superblock was not rewritten" test "$(sum_of "$BACKING/.fpgalz4fs")" = "$SB_SUM"

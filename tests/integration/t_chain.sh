@@ -78,7 +78,7 @@ run_size() {
         bash -c "lz4 -d -c '$BACKING/app.log' | cmp - '$plain'"
     check "the lines were committed as links ($1: $(($(counter chain_links) - l0)) of 200)" \
         test $(($(counter chain_links) - l0)) -ge 190
-    check_eq "the file is version 6 ($1)" 6 "$(marker_version "$BACKING/app.log")"
+    check_eq "the file is version 7 ($1)" 7 "$(marker_version "$BACKING/app.log")"
 
     # after an unmount the chain is read from disk, checked whole, and linked to again
     check "unmount ($1)" umount_store

@@ -1,5 +1,5 @@
 #!/bin/bash
-# t_convert: fsck.fpgalz4fs --convert rewrites files of format version 1 as version 6 (the
+# t_convert: fsck.fpgalz4fs --convert rewrites files of format version 1 as version 7 (the
 # newest: version 2 with hole runs).
 # Files written by a mount with -o file_version=1 (a small text file, a multi-MiB compressible
 # file with an overwrite in its middle, a file with a hole made by truncate, an empty file, a
@@ -57,11 +57,11 @@ snapshot "$B" >"$WS/snap.before"
 check_eq "fsck -n -v: exit 0" 0 $?
 for f in $FILES; do
     check "fsck -n -v names $f as version 1" \
-        grep -qx "$B/$f: format version 1: fsck --convert rewrites it as version 6" "$WS/nv.out"
+        grep -qx "$B/$f: format version 1: fsck --convert rewrites it as version 7" "$WS/nv.out"
 done
 # a file with two names is checked once, under the first name the walk meets
 check "fsck -n -v names the hard-linked file as version 1" \
-    grep -qxE "$B/(linked2|sub/linked): format version 1: fsck --convert rewrites it as version 6" "$WS/nv.out"
+    grep -qxE "$B/(linked2|sub/linked): format version 1: fsck --convert rewrites it as version 7" "$WS/nv.out"
 "$FSCK" -y "$B" >"$WS/y.out" 2>&1
 check_eq "fsck -y without --convert: exit 0" 0 $?
 check_eq "fsck -y without -v says nothing of version 1" "" "$(grep 'format version 1' "$WS/y.out")"
@@ -78,8 +78,8 @@ rc=$?
 sed 's/^/    | /' "$WS/c.out"
 check_eq "fsck -y --convert: exit 1 (corrected)" 1 "$rc"
 for f in $FILES; do
-    check "$f: converted" grep -q "^$B/$f: format version 1: converted to version 6" "$WS/c.out"
-    check_eq "$f is version 6" 6 "$(ver "$B/$f")"
+    check "$f: converted" grep -q "^$B/$f: format version 1: converted to version 7" "$WS/c.out"
+    check_eq "$f is version 7" 7 "$(ver "$B/$f")"
     check "$f: lz4 -d of the backing file gives the content" cmp "$SRC/$f" <(lz4d "$B/$f")
 done
 check "the hard-linked file is named (once, by the first of its names)" \
@@ -87,7 +87,7 @@ check "the hard-linked file is named (once, by the first of its names)" \
 check_eq "the hard-linked file is still version 1" 1 "$(ver "$B/sub/linked")"
 check_eq "hard links still one inode" "$(stat -c %i "$B/sub/linked")" "$(stat -c %i "$B/linked2")"
 check "the hard-linked file decodes with lz4 -d" cmp "$SRC/linked" <(lz4d "$B/sub/linked")
-check "summary" grep -q "4 files converted to version 6 .*not converted: 1 hard-linked, 0 with problems left, 0 failed; 1 stale temporaries removed" "$WS/c.out"
+check "summary" grep -q "4 files converted to version 7 .*not converted: 1 hard-linked, 0 with problems left, 0 failed; 1 stale temporaries removed" "$WS/c.out"
 check_eq "no temporary left" "" "$(find "$B" -name '.fpgalz4fs-convert.*')"
 check "mode, owner, mtime kept" cmp "$WS/list.before" <(listing "$B")
 check_eq "owner kept" 1234:5678 "$(stat -c %u:%g "$B/small.txt")"
@@ -98,7 +98,7 @@ check_eq "extended attribute kept" blue "$(getfattr --only-values -n user.color 
 check_eq "fsck -n after the conversion: exit 0" 0 $?
 "$FSCK" -y --convert "$B" >"$WS/c2.out" 2>&1
 check_eq "a second --convert: exit 0 (the hard-linked file is no error)" 0 $?
-check "a second --convert converts nothing" grep -q " 0 files converted to version 6" "$WS/c2.out"
+check "a second --convert converts nothing" grep -q " 0 files converted to version 7" "$WS/c2.out"
 
 check "mount the converted store" mount_store
 for f in $FILES sub/linked linked2; do
@@ -149,9 +149,9 @@ rc=$?
 sed 's/^/    | /' "$WS/b2.out"
 check_eq "rerun: exit 1" 1 "$rc"
 check "rerun: the stale temporary removed, both converted" \
-    grep -q "2 files converted to version 6 .* 0 failed; 1 stale temporaries removed" "$WS/b2.out"
+    grep -q "2 files converted to version 7 .* 0 failed; 1 stale temporaries removed" "$WS/b2.out"
 check_eq "rerun: no temporary left" "" "$(find "$B2" -name '.fpgalz4fs-convert.*')"
-check_eq "aa-big is version 6" 6 "$(ver "$B2/aa-big")"
+check_eq "aa-big is version 7" 7 "$(ver "$B2/aa-big")"
 check "aa-big: lz4 -d gives the content" cmp "$SRC/aa-big" <(lz4d "$B2/aa-big")
 check "store B: fsck -n exit 0" "$FSCK" -n "$B2"
 check "mount store B again" mount_at "$B2" "$WS/m2"
@@ -184,16 +184,16 @@ rc=$?
 sed 's/^/    | /' "$WS/b4.out"
 check_eq "store D: exit $want" "$want" "$rc"
 check "the file with a bad block is not converted, and says so" \
-    grep -q "^$B4/bad: format version 1: not converted to version 6 (problems left" "$WS/b4.out"
+    grep -q "^$B4/bad: format version 1: not converted to version 7 (problems left" "$WS/b4.out"
 check_eq "the file with a bad block is still version 1" 1 "$(ver "$B4/bad")"
 check_eq "the file with a bad block is unchanged" "$sum_bad" "$(sha256sum <"$B4/bad")"
-check_eq "small.txt beside them is converted" 6 "$(ver "$B4/small.txt")"
+check_eq "small.txt beside them is converted" 7 "$(ver "$B4/small.txt")"
 if [ $locked = 1 ]; then
     check "the failed conversion is reported" \
-        grep -q "^$B4/locked/f: format version 1: not converted to version 6 (left as it was): " "$WS/b4.out"
+        grep -q "^$B4/locked/f: format version 1: not converted to version 7 (left as it was): " "$WS/b4.out"
     check_eq "the file whose conversion failed is still version 1" 1 "$(ver "$B4/locked/f")"
     check "the file whose conversion failed is intact" cmp "$SRC/small.txt" <(lz4d "$B4/locked/f")
-    check "store D: summary" grep -q "1 files converted to version 6 .*not converted: 0 hard-linked, 1 with problems left, 1 failed" "$WS/b4.out"
+    check "store D: summary" grep -q "1 files converted to version 7 .*not converted: 0 hard-linked, 1 with problems left, 1 failed" "$WS/b4.out"
 fi
 check_eq "store D: no temporary left" "" "$(find "$B4" -name '.fpgalz4fs-convert.*')"
 

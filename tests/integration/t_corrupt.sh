@@ -186,12 +186,16 @@ fresh_store
 check "flip a block of text and its footer's checksum" python3 - "$BACKING/text" <<'EOF'
 import struct, sys
 path = sys.argv[1]
-bs = 65536                                     # format version 2 to 6: block i's frame is in its
-with open(path, "r+b") as f:                   # slot at 59 + i * (bs + 64) (9.3, 64 KiB blocks)
-    data = f.read()
+bs = 65536                                     # format version 2 to 7: block i's frame is in its
+with open(path, "r+b") as f:                   # slot at 59 + i * (bs + 64) (9.3, 64 KiB blocks),
+    data = f.read()                            # or from its first page boundary (9.3.1)
     n = len(data)
-    assert struct.unpack_from("<I", data, 31)[0] in (2, 3, 4, 5, 6), "not a version 2 to 6 file"
-    off = 59 + 5 * (bs + 64) + 15 + 4 + 100    # header, size word, then the block's data
+    assert struct.unpack_from("<I", data, 31)[0] in (2, 3, 4, 5, 6, 7), "not a version 2 to 7 file"
+    at = 59 + 5 * (bs + 64)
+    if struct.unpack_from("<I", data, at)[0] != 0x184D2204:
+        at = (at + 4095) // 4096 * 4096
+    assert struct.unpack_from("<I", data, at)[0] == 0x184D2204, "no frame in slot 5"
+    off = at + 15 + 4 + 100                    # header, size word, then the block's data
     for at in (off, n - 4):                    # data of block 5; the footer's XXH32
         f.seek(at); f.write(bytes([data[at] ^ 0x10]))
 EOF

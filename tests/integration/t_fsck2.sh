@@ -60,7 +60,12 @@ def xxh32(b, seed=0):
 
 def u32(b, o): return struct.unpack_from('<I', b, o)[0]
 def slot(i): return MARKER + i * SLOT
-def flen(d, i): return 31 + (u32(d, slot(i) + 15) & 0x7fffffff)
+def fat(d, i):                           # where slot i's frame starts: its start, or in
+    p = (slot(i) + 4095) // 4096 * 4096  # version 7 its first page boundary (9.3.1)
+    if i and u32(d, slot(i)) != 0x184D2204 and p + 4 <= len(d) and u32(d, p) == 0x184D2204:
+        return p
+    return slot(i)
+def flen(d, i): return 31 + (u32(d, fat(d, i) + 15) & 0x7fffffff)
 
 def footer(d):
     f = d[-64:]
@@ -79,6 +84,10 @@ if cmd == 'slot':                        # slot - I
     print(slot(a[0]))
 elif cmd == 'flen':
     print(flen(d, a[0]))
+elif cmd == 'fat':                       # fat PATH I: where slot I's frame starts
+    print(fat(d, a[0]))
+elif cmd == 'fend':                      # fend PATH I: where slot I's frame ends
+    print(fat(d, a[0]) + flen(d, a[0]))
 elif cmd == 'footer':                    # "ok size tail j_off j_len seq fresh"
     f = footer(d)
     print(' '.join(str(int(f[k])) for k in ('ok', 'size', 'tail', 'j_off', 'j_len', 'seq', 'fresh')))
@@ -98,7 +107,7 @@ elif cmd == 'mkjournal':
     k, keep = a[0], len(a) > 1 and a[1] == 1
     f = footer(d)
     assert f['ok'] and f['j_len'] == 0 and slot(k + 1) < f['tail']
-    fr = bytes(d[slot(k):slot(k) + flen(d, k)])
+    fr = bytes(d[fat(d, k):fat(d, k) + flen(d, k)])
     jl = 24 + 16 + len(fr) + 4
     j = struct.pack('<IIQII', 0x184D2A5F, jl - 8, f['seq'] + 1, 1, 0)
     j += struct.pack('<QII', k, len(fr), BS) + fr
@@ -106,7 +115,7 @@ elif cmd == 'mkjournal':
     t = f['tail']
     out = d[:t] + j + footer_bytes(f['size'], t, t, jl, f['seq'] + 1, f['fresh'])
     if not keep:
-        out[slot(k) + 19 + 1000] ^= 0x40
+        out[fat(d, k) + 19 + 1000] ^= 0x40
     open(path, 'wb').write(out)
 elif cmd == 'garble':                    # garble PATH OFF SEED: random bytes from OFF to EOF
     import random
@@ -259,16 +268,16 @@ fmt2 garble "$A/garbled" "$(s 5)" 7
 # a power loss that kept every write but the one that made the file (FORMAT.md 14): its
 # marker reads as zeros
 dd if=/dev/zero of="$A/lostmarker" bs=59 count=1 conv=notrunc status=none
-fmt2 flip "$B/data" $(($(s 3) + 19 + 100))
-fmt2 flip "$B/hdr" $(($(s 2) + 6))
-fmt2 flip "$B/word" $(($(s 4) + 15 + 2))
-fmt2 flip "$B/csum" $(($(s 5) + $(fmt2 flen "$B/csum" 5) - 2))
-fmt2 flip "$B/pad" $(($(s 6) + $(fmt2 flen "$B/pad" 6) + 1))
+fmt2 flip "$B/data" $(($(fmt2 fat "$B/data" 3) + 19 + 100))
+fmt2 flip "$B/hdr" $(($(fmt2 fat "$B/hdr" 2) + 6))
+fmt2 flip "$B/word" $(($(fmt2 fat "$B/word" 4) + 15 + 2))
+fmt2 flip "$B/csum" $(($(fmt2 fend "$B/csum" 5) - 2))
+fmt2 flip "$B/pad" $(($(fmt2 fend "$B/pad" 6) + 1))
 # holes: blocks 2-14 are one hole run in slot 2; its EndMark, and a byte of its data
 fmt2 flip "$B/runend" $(($(s 2) + 19 + 13 * BS + 4))
 fmt2 flip "$B/rundata" $(($(s 2) + 19 + 5 * BS + 7))
 fmt2 flip "$D/torn_bad" $(($(stat -c %s "$D/torn_bad") - 32))
-fmt2 flip "$D/torn_bad" $(($(s 3) + 19 + 100))
+fmt2 flip "$D/torn_bad" $(($(fmt2 fat "$D/torn_bad" 3) + 19 + 100))
 for st in A B C D; do
     for n in $DAMAGED; do [ -e "${!st}/$n" ] && touch -d "$MTIME" "${!st}/$n"; done
 done
@@ -321,13 +330,13 @@ check "footer: a damaged footer reported, nothing to cut" grep -qx "$A/footer: $
 check "nofooter: a missing footer reported, nothing to cut" grep -qx "$A/nofooter: $nf" "$WS/A.n.out"
 # the last slot of this file keeps a padding after its frame (the in-place rewrite of its
 # last block, a hole, left it; FORMAT.md 12): the walk ends at the frame, so that is cut
-hcut=$(($(stat -c %s "$A/hole_nofooter") - $(s 15) - $(fmt2 flen "$A/hole_nofooter" 15)))
+hcut=$(($(stat -c %s "$A/hole_nofooter") - $(fmt2 fend "$A/hole_nofooter" 15)))
 check "hole_nofooter: the walk takes the holes" grep -qx \
     "$A/hole_nofooter: no valid footer: 16 blocks (1000007 bytes) found in their slots, $hcut bytes after them to cut" "$WS/A.n.out"
-tail7=$(($(s 6) + $(fmt2 flen "$DMG/clean" 6)))
+tail7=$(fmt2 fend "$DMG/clean" 6)
 check "cut: torn tail reported (7 whole slots, the rest to cut)" grep -qx \
     "$A/cut: no valid footer: 7 blocks (458752 bytes) found in their slots, $((CUT - tail7)) bytes after them to cut" "$WS/A.n.out"
-gcut=$(($(stat -c %s "$A/garbled") - $(s 4) - $(fmt2 flen "$DMG/clean" 4)))
+gcut=$(($(stat -c %s "$A/garbled") - $(fmt2 fend "$DMG/clean" 4)))
 check "garbled: 5 whole slots, the garbage to cut" grep -qx \
     "$A/garbled: no valid footer: 5 blocks (327680 bytes) found in their slots, $gcut bytes after them to cut" "$WS/A.n.out"
 check "intent: interrupted commit reported" grep -qx \

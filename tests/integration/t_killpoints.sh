@@ -8,12 +8,13 @@
 # The steps (tests/killpoints.py) mix changes of a few bytes (page records, format version
 # 4) with whole blocks, writes across blocks and past the end, with and without fsync, and
 # in a growing file a log's lines appended alone and closed (links of the last block's
-# chained frame, format version 5); the seeds run as version 5, the grow seeds as version 4
+# chained frame, format version 5); the seeds run as version 7 (frames of whole blocks on
+# their slots' pages besides), the grow seeds as version 4
 # (records without chains), the first seed as version 3 too (neither) and as version 6 at
 # 1 MiB blocks, four of them (slots on page boundaries). Half the steps change pages only,
 # most in one hot block,
 # and the file stays open across steps, so that its slot fills across fsyncs and is folded
-# early (FORMAT.md 11.7, "Making room"; each seed of version 4 or 5 without a log's lines
+# early (FORMAT.md 11.7, "Making room"; each seed of version 4 to 7 without a log's lines
 # must see one). Odd seeds: a file
 # that ends inside a block and grows; even seeds: 16 whole blocks that stay so (records in
 # the last slot), and, as grow seeds, 16 whole blocks that grow (the commit that appends and
@@ -68,7 +69,7 @@ run_seed() {
 }
 
 for seed in $SEEDS; do
-    run_seed 5 "$seed"
+    run_seed 7 "$seed"
 done
 for seed in $GROW_SEEDS; do
     run_seed 4 "$seed" --grow

@@ -73,7 +73,7 @@ check_superblock() {
     fi
     [[ $(sb_value "$dir" block_size) == "$want_bs" ]] ||
         { bad "$name: block_size is '$(sb_value "$dir" block_size)', expected $want_bs"; return; }
-    [[ $(sb_value "$dir" format_version) == 6 ]] || { bad "$name: format_version"; return; }
+    [[ $(sb_value "$dir" format_version) == 7 ]] || { bad "$name: format_version"; return; }
     [[ $(sb_value "$dir" uuid) =~ ^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$ ]] ||
         { bad "$name: uuid '$(sb_value "$dir" uuid)' is not a v4 UUID"; return; }
     [[ $(sb_value "$dir" created) =~ ^[0-9]+$ ]] || { bad "$name: created"; return; }

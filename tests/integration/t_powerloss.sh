@@ -27,16 +27,17 @@
 # the record, the writers' logs and up to 20 failing states as they were before the open).
 # POWERLOSS_STATES states per format and seed (default 300, CI), POWERLOSS_OPS operations per
 # writer (default 150), POWERLOSS_SEEDS workload seeds (default "1 15"), POWERLOSS_FORMATS the
-# file versions written (default "2 3 5"; version 3's hole runs come from the writers' truncates
-# that extend a file by several blocks, version 4's page records (version 5 has them too)
-# from their small rewrites followed by an fsync, version 5's chained last frames from
+# file versions written (default "2 3 7"; version 3's hole runs come from the writers' truncates
+# that extend a file by several blocks, version 4's page records (versions 5 to 7 have them
+# too) from their small rewrites followed by an fsync, version 7's frames on their slots'
+# pages from every whole block that compresses, version 5's chained last frames from
 # appends closed at once; version 1 fails here: docs/FORMAT.md 7.1 and 8, it
 # relies on the backing filesystem's ordering), POWERLOSS_ZERO_SEEDS seeds of a workload
 # whose writers often cut files to nothing (default "3"), POWERLOSS_FALLOC_SEEDS seeds of one
 # whose writers also punch holes and zero ranges (default "5"), POWERLOSS_LINES_SEEDS seeds of
 # one whose writers append a log's lines, each closed or synced at once (default "7 8"),
 # POWERLOSS_BIG_SEEDS seeds of one whose writers append megabytes at once (default none);
-# these four in version 5 only.
+# the lines in version 5, the other three in version 7.
 # POWERLOSS_LOSE_ONE=0 leaves out the states that lose one call alone (the sanitizer pass:
 # they test the order of the writes, which the normal pass does); POWERLOSS_KEEP_ONE: at
 # most this many states per format and seed keep one write alone (torn at a sector boundary
@@ -56,7 +57,7 @@ SEEDS=${POWERLOSS_SEEDS:-1 15}
 ZERO_SEEDS=${POWERLOSS_ZERO_SEEDS:-3}
 FALLOC_SEEDS=${POWERLOSS_FALLOC_SEEDS:-5}
 BIG_SEEDS=${POWERLOSS_BIG_SEEDS:-}
-FORMATS=${POWERLOSS_FORMATS:-2 3 5}
+FORMATS=${POWERLOSS_FORMATS:-2 3 7}
 LINES_SEEDS=${POWERLOSS_LINES_SEEDS:-7 8}
 LOSE_ONE=${POWERLOSS_LOSE_ONE:-1}
 KEEP_ONE=${POWERLOSS_KEEP_ONE:-1000}
@@ -105,7 +106,7 @@ done
 # the disk before the empty file's footer goes over the old slot 0 (FORMAT.md 11.2); the
 # build before that fails these on most seeds, in the states that lose the cut alone.
 for seed in $ZERO_SEEDS; do
-    run_format 5 "$seed" cuts --zeros 0.6
+    run_format 7 "$seed" cuts --zeros 0.6
 done
 # A log's lines, each appended and closed or synced: links of the last block's chained frame
 # (FORMAT.md 9.12, 11.8), whose end and footer each link writes over.
@@ -115,7 +116,7 @@ done
 # Holes punched and ranges zeroed by the writers (fallocate through the mount), into
 # committed blocks, partial blocks and past the end.
 for seed in $FALLOC_SEEDS; do
-    run_format 5 "$seed" holes --zeros 0.2 --falloc 0.12
+    run_format 7 "$seed" holes --zeros 0.2 --falloc 0.12
 done
 # Version 6 at 1 MiB blocks, whose slots lie on page boundaries (FORMAT.md 9.3): appends of
 # 0.5-2.5 MiB make files of several slots.
@@ -123,7 +124,7 @@ RUN_BS=1M RUN_OPS=40 run_format 6 "$(set -- $SEEDS; echo "$1")" pages --big 0.25
 # Appends of 0.5-2.5 MiB at once, which the writer streams in bricks (FORMAT.md 11.2), in
 # fewer operations: their record is large and its states slow to build (long form only).
 for seed in $BIG_SEEDS; do
-    RUN_OPS=60 run_format 5 "$seed" big --big 0.25
+    RUN_OPS=60 run_format 7 "$seed" big --big 0.25
 done
 
 # ---- the clean mark and the daemon's own check (FORMAT.md 1.5, 11.4 step 4)

@@ -100,7 +100,7 @@ open(sys.argv[2], "wb").write(bytes(m))' "$MNT/db" "$model" "$bs"
 BACKING="$WS/store"
 BLOCK_SIZE=64K
 records_round 64K 1 400 8 150 "$WS/model"
-check_eq "the marker says version 6" 6 "$(u32 "$BACKING/db" 31)"
+check_eq "the marker says version 7" 7 "$(u32 "$BACKING/db" 31)"
 check_eq "its records flag is clear at rest" 0 "$(recflag "$BACKING/db")"
 check_show "its flags name the last commit group of records" test "$(u32 "$BACKING/db" 39)" -ge 2
 lz=$(lz4 -1 -c "$WS/model" | wc -c)

@@ -535,7 +535,8 @@ static void scase_new(scase *c)
         free(d);
     }
     assert_int_equal(fmt2_write_hole_run(c->fd, G, SC_FULL, SC_FULL + SC_HOLES,
-                                         fmt2_zero_sum(BS), 0), 0);
+                                         fmt2_zero_sum(BS), 0,
+                                         fmt2_slot_off(G, SC_FULL + SC_HOLES)), 0);
     c->end = fmt2_slot_off(G, SC_N - 1) + c->flen[SC_N - 1];
     assert_int_equal(file_len(c->fd), c->end);
     free(fr);
@@ -1014,7 +1015,7 @@ static void test_recover_lost_punch(void **state)
 {
     scase c;
     scase_new(&c);
-    assert_int_equal(fmt2_write_hole_run(c.fd, G, 1, 2, fmt2_zero_sum(BS), 0), 0);
+    assert_int_equal(fmt2_write_hole_run(c.fd, G, 1, 2, fmt2_zero_sum(BS), 0, fmt2_slot_off(G, 2)), 0);
     scan_expect(c.fd, 1, SC_N, c.size, c.end, 1);
     fmt2_recovery r;
     assert_int_equal(fmt2_recover(c.fd, file_len(c.fd), G, 0, 0, 1, &r), FMT_OK);
@@ -1062,7 +1063,7 @@ static void test_holes_sparse(void **state)
         assert_int_equal(fmt_pwrite_all(fd, junk, 1 << 20, off), 0);
     uint64_t zero_end = fmt2_slot_off(G, n) + (1 << 20) - 1;
     assert_int_equal(fmt2_zero(fd, fmt2_slot_off(G, 0), zero_end - fmt2_slot_off(G, 0)), 0);
-    assert_int_equal(fmt2_write_hole_run(fd, G, 0, n - 1, fmt2_zero_sum(BS), 0), 0);
+    assert_int_equal(fmt2_write_hole_run(fd, G, 0, n - 1, fmt2_zero_sum(BS), 0, fmt2_slot_off(G, n - 1)), 0);
     assert_int_equal(fmt2_write_slot(fd, G, n - 1, NULL, 0, 777, fmt2_zero_sum(777),
                                      fmt2_slot_off(G, n - 1) + 777 + FMT2_FRAME_OVERHEAD, NULL), 0);
     uint64_t end = fmt2_slot_off(G, n - 1) + 777 + FMT2_FRAME_OVERHEAD;
@@ -1126,7 +1127,7 @@ static void test_rewrite_slot_footer(void **state)
 static uint64_t runs_file(int fd, uint64_t n, uint32_t last)
 {
     marker(fd);
-    assert_int_equal(fmt2_write_hole_run(fd, G, 0, n - 1, fmt2_zero_sum(BS), 1), 0);
+    assert_int_equal(fmt2_write_hole_run(fd, G, 0, n - 1, fmt2_zero_sum(BS), 1, fmt2_slot_off(G, n - 1)), 0);
     uint64_t end = fmt2_slot_off(G, n - 1) + last + FMT2_FRAME_OVERHEAD;
     assert_int_equal(fmt2_write_slot(fd, G, n - 1, NULL, 0, last, fmt2_zero_sum(last), end,
                                      NULL), 0);
@@ -1243,22 +1244,32 @@ static void test_ff_roundtrip(void **state)
 {
     fixture *fx = fx_new(BS, TAG);
     uint8_t *d = e2e_write(fx);
-    /* a version 6 file (version 2 with hole runs, page records and a chained last frame;
-     * at 64 KiB blocks its slots lie as version 2's) with a valid footer after the slots */
+    /* a version 7 file (version 2 with hole runs, page records, a chained last frame and
+     * full blocks' frames on their slots' pages) with a valid footer after the slots */
     int fd = open(fx->path, O_RDONLY);
     uint8_t head[FMT_MARKER_LEN];
     fmt_marker m;
     assert_int_equal(fmt_pread_all(fd, head, sizeof(head), 0), 0);
     assert_int_equal(fmt_marker_decode(head, sizeof(head), &m), FMT_OK);
-    assert_int_equal(m.version, FMT_VERSION_6);
+    assert_int_equal(m.version, FMT_VERSION_7);
+    fmt2_geo g = fmt2_geo_of(m.version, BS);
     fmt2_footer ft;
     uint64_t alloc, len = path_len(fx->path, &alloc);
-    assert_int_equal(fmt2_footer_read(fd, len, G, &ft), FMT_OK);
+    assert_int_equal(fmt2_footer_read(fd, len, g, &ft), FMT_OK);
     assert_int_equal(ft.size, E_SIZE);
     assert_int_equal(ft.j_len, 0);
     assert_int_equal(ft.tail + FMT2_FOOTER_LEN, len);
+    /* the full blocks of text after the first start on their slots' pages (9.3.1) */
+    uint64_t paged = 0;
+    for (uint64_t i = 1; i + 1 < ft.n_blocks; i++) {
+        uint64_t at;
+        assert_int_equal(fmt2_frame_at(fd, g, i, &at), 0);
+        assert_true(at == fmt2_slot_off(g, i) || at == fmt2_slot_page(g, i));
+        paged += at % FMT2_PAGE == 0 && at != fmt2_slot_off(g, i);
+    }
+    assert_true(paged >= 10);
     fmt2_scan_result sr;
-    assert_int_equal(fmt2_scan(fd, len, G, 1, &sr), FMT_OK);
+    assert_int_equal(fmt2_scan(fd, len, g, 1, &sr), FMT_OK);
     assert_int_equal(sr.n_blocks, ft.n_blocks);
     assert_int_equal(sr.size, E_SIZE);
     assert_int_equal(sr.valid_end, ft.tail);
@@ -1329,6 +1340,85 @@ static void check_page_slots(uint32_t version)
     assert_int_equal(m.version, version >= FMT_VERSION_6 ? FMT_VERSION : FMT_VERSION_5);
     close(fd);
     fx_check_lz4_tool(fx->path, d, E_SIZE);
+    free(d);
+    fx_free(fx);
+}
+
+static void chk_quiet(void *ctx, const char *line);
+
+/* Where slot i's frame starts in the file at path (FORMAT.md 9.3.1). */
+static uint64_t frame_at_path(const char *path, fmt2_geo g, uint64_t i)
+{
+    uint64_t at;
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(fmt2_frame_at(fd, g, i, &at), 0);
+    close(fd);
+    return at;
+}
+
+/* Version 7 (FORMAT.md 9.3.1): a full block's frame lies on its slot's page when it fits,
+ * at the slot's start when it does not (random bytes) or is a hole, and the padding before
+ * it follows every move, in commits in place with and without a sync: lz4 -d, the reads and
+ * fsck agree after each; then the footer is lost and the walk takes every block back. */
+static void test_page_frames(void **state)
+{
+    (void)state;
+    fixture *fx = fx_new(BS, TAG);
+    const size_t n = 8 * (size_t)BS;
+    fmt2_geo g = fmt2_geo_of(FMT_VERSION_7, BS);
+    uint8_t *d = make_data(n, 0, 5), *rnd = make_data(2 * (size_t)BS, 1, 6);
+    ff_file *f;
+    assert_int_equal(ff_create(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
+    assert_int_equal(ff_write(f, d, n, 0), 0);
+    assert_int_equal(ff_flush(f, 1), 0);
+    for (uint64_t i = 1; i + 1 < n / BS; i++)
+        assert_int_equal(frame_at_path(fx->path, g, i), fmt2_slot_page(g, i));
+    /* blocks 3 (alone) and 5-6 (together): random, text, zeros, text */
+    for (int round = 0; round < 4; round++) {
+        uint8_t *text = make_data(3 * (size_t)BS, 0, 10 + (uint32_t)round);
+        for (int k = 0; k < 3; k++) {
+            uint8_t *dst = d + (k == 0 ? 3 : 4 + k) * (size_t)BS;
+            if (round == 0)
+                memcpy(dst, rnd + (k ? BS : 0), BS);
+            else if (round == 2)
+                memset(dst, 0, BS);
+            else
+                memcpy(dst, text + (size_t)k * BS, BS);
+        }
+        free(text);
+        assert_int_equal(ff_write(f, d + 3 * (size_t)BS, BS, 3 * (off_t)BS), 0);
+        assert_int_equal(ff_write(f, d + 5 * (size_t)BS, 2 * (size_t)BS, 5 * (off_t)BS), 0);
+        assert_int_equal(ff_flush(f, round & 1), 0);
+        int paged = round & 1;
+        for (uint64_t i = 3; i <= 6; i += i == 3 ? 2 : 1)
+            assert_int_equal(frame_at_path(fx->path, g, i),
+                             paged ? fmt2_slot_page(g, i) : fmt2_slot_off(g, i));
+        fx_check_lz4_tool(fx->path, d, n);
+    }
+    assert_int_equal(ff_release(f), 0);
+    fx_check_lz4_tool(fx->path, d, n);
+    fx_check_read(fx, O_RDONLY, d, n);
+    chk_result r;
+    int lines = 0, fd = open(fx->path, O_RDONLY);
+    assert_int_equal(chk_file(fd, NULL, CHK_CHECK, 0, chk_quiet, &lines, &r), 0);
+    close(fd);
+    assert_int_equal(r.kind, CHK_OWN);
+    assert_int_equal(r.found, 0);
+    assert_int_equal(lines, 0);
+    /* the footer lost: the walk finds every block, on its page or not */
+    uint64_t len = path_len(fx->path, NULL);
+    uint8_t zeros[FMT2_FOOTER_LEN] = {0};
+    fd = open(fx->path, O_RDWR);
+    assert_int_equal(fmt_pwrite_all(fd, zeros, sizeof(zeros), len - sizeof(zeros)), 0);
+    fmt2_scan_result sr;
+    assert_int_equal(fmt2_scan(fd, len, g, 1, &sr), FMT_OK);
+    assert_int_equal(sr.n_blocks, n / BS);
+    assert_int_equal(sr.size, n);
+    close(fd);
+    fx_check_read(fx, O_RDWR, d, n);
+    fx_check_lz4_tool(fx->path, d, n);
+    free(rnd);
     free(d);
     fx_free(fx);
 }
@@ -1823,7 +1913,7 @@ static void test_rec_slot(void **state)
     uint32_t bsum = fmt_get32(fr + flen - FMT2_FRAME_TRAIL), sum;
     fmt2_rec_state st;
     uint8_t *dst = malloc(BS);
-    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_load(fd, end, UINT64_MAX, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.room, fmt2_slot_len(G) - flen - 8);
     assert_int_equal(st.count, 0);
     uint8_t rec[128];
@@ -1833,14 +1923,14 @@ static void test_rec_slot(void **state)
     /* not right behind the first: not part of the chain */
     assert_int_equal(fmt_pwrite_all(fd, rec, n, end + 8 + 40), 0);
     memcpy(dst, raw, BS);
-    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, dst, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_load(fd, end, UINT64_MAX, NULL, 0, bsum, 1, dst, BS, &st), FMT_OK);
     assert_int_equal(st.count, 1);
     assert_memory_equal(dst + 7, "changed", 7);
     assert_memory_equal(dst + 14, raw + 14, BS - 14);
     /* the slot written again with the same frame: its records are gone */
     assert_int_equal(fmt2_write_slot(fd, G, 0, fr, (uint32_t)flen, BS, 0,
                                      fmt2_slot_off(G, 1), NULL), 0);
-    assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
+    assert_int_equal(fmt2_rec_load(fd, end, UINT64_MAX, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
     assert_int_equal(st.count, 0);
     free(raw), free(comp), free(fr), free(dst);
     close(fd);
@@ -1877,7 +1967,7 @@ static void test_rec_walk_keeps_last(void **state)
         assert_int_equal(r.ft.tail, group == 1 ? fmt2_slot_off(G, 2) : end);
         fmt2_recovery_free(&r);
         fmt2_rec_state st;
-        assert_int_equal(fmt2_rec_load(fd, end, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
+        assert_int_equal(fmt2_rec_load(fd, end, UINT64_MAX, NULL, 0, bsum, 1, NULL, BS, &st), FMT_OK);
         assert_int_equal(st.count, group == 1 ? 1 : 0);
         close(fd);
         unlink(path);
@@ -1915,6 +2005,7 @@ int main(void)
         cmocka_unit_test(test_pair_versions),
         cmocka_unit_test(test_ff_roundtrip),
         cmocka_unit_test(test_page_slots),
+        cmocka_unit_test(test_page_frames),
         cmocka_unit_test(test_ff_small_rewrite),
         cmocka_unit_test(test_ff_torn),
         cmocka_unit_test(test_ff_interrupted_commit),

@@ -115,7 +115,7 @@ static void test_format_text(void **state)
     sb_uuid_text(sb.uuid, uuid);
     char want[SB_MAX_TEXT];
     snprintf(want, sizeof(want),
-             HEADER "format_version=6\nblock_size=1048576\nuuid=%s\ncreated=1763769600\n", uuid);
+             HEADER "format_version=7\nblock_size=1048576\nuuid=%s\ncreated=1763769600\n", uuid);
     char full[SB_MAX_TEXT];
     size_t want_len = with_checksum(want, full, sizeof(full));
     assert_int_equal(len, want_len);
@@ -276,10 +276,10 @@ static void test_parse_strict_keys(void **state)
 static void test_parse_newer(void **state)
 {
     /* newer wins over everything else that would otherwise be wrong with the text */
-    assert_int_equal(parse_body(HEADER "format_version=7\nblock_size=1048576\nuuid=" GOOD_UUID
+    assert_int_equal(parse_body(HEADER "format_version=8\nblock_size=1048576\nuuid=" GOOD_UUID
                                        "\ncreated=1\n"),
                      SB_ERR_NEWER);
-    assert_int_equal(parse_body(HEADER "format_version=8\nblock_size=1048576\nuuid=" GOOD_UUID
+    assert_int_equal(parse_body(HEADER "format_version=9\nblock_size=1048576\nuuid=" GOOD_UUID
                                        "\ncreated=1\ncompressor=zstd\n"),
                      SB_ERR_NEWER);
     assert_int_equal(parse_body(HEADER "block_size=3\nformat_version=99\n"), SB_ERR_NEWER);
@@ -371,12 +371,12 @@ static void test_read_errors(void **state)
     write_file(s->fd, SB_FILE_NAME, text, len);
     assert_int_equal(sb_read(s->fd, &sb), SB_ERR_CORRUPT);
 
-    len = with_checksum(HEADER "format_version=7\nblock_size=1048576\nuuid=" GOOD_UUID
+    len = with_checksum(HEADER "format_version=8\nblock_size=1048576\nuuid=" GOOD_UUID
                                "\ncreated=1\n",
                         text, sizeof(text));
     write_file(s->fd, SB_FILE_NAME, text, len);
     assert_int_equal(sb_read(s->fd, &sb), SB_ERR_NEWER);
-    assert_int_equal(sb.format_version, 7);   /* named in the daemon's error */
+    assert_int_equal(sb.format_version, 8);   /* named in the daemon's error */
 
     len = with_checksum(HEADER "format_version=1\nblock_size=2097152\nuuid=" GOOD_UUID
                                "\ncreated=1\n",
