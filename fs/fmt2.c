@@ -204,7 +204,8 @@ int fmt2_frame_at(int fd, fmt2_geo g, uint64_t i, uint64_t *at)
     return got < 0 ? (int)got : 0;
 }
 
-/* Where the frame (or hole run) in slot j ends: its padding header follows. */
+/* Where the frame (or hole run) in slot j ends: its padding header follows. 1: slot j holds
+ * neither (damage). */
 static int fmt2_frame_end(int fd, fmt2_geo g, uint64_t j, uint64_t *end)
 {
     uint8_t h[FMT2_HOLE_HEAD];
@@ -221,8 +222,9 @@ static int fmt2_frame_end(int fd, fmt2_geo g, uint64_t j, uint64_t *end)
                (m ? (uint64_t)g.bs * m : fmt_word_size(fmt_get32(h + FMT_FRAME_HEADER_LEN)));
         return 0;
     }
-    if (fmt2_run_find(fd, g, j, &a, &m) != FMT_OK)  /* inside a run: the run's end */
-        return -EIO;
+    fmt_error err = fmt2_run_find(fd, g, j, &a, &m);   /* inside a run: the run's end */
+    if (err != FMT_OK)
+        return err == FMT_ERR_IO ? -EIO : 1;
     *end = fmt2_slot_off(g, a) + FMT2_FRAME_OVERHEAD + (uint64_t)g.bs * m;
     return 0;
 }
@@ -234,9 +236,9 @@ int fmt2_pad_before(int fd, fmt2_geo g, uint64_t i, uint64_t to)
     if (i == 0)
         return 0;
     int rc = fmt2_frame_end(fd, g, i - 1, &end);
-    if (rc == 0 && (end + 8 > to || to - end > fmt2_slot_len(g) + FMT2_PAGE))
-        rc = -EIO;                     /* not a padding that can reach there */
-    ssize_t got = rc == 0 ? fmt_pread_upto(fd, h, sizeof(h), end) : rc;
+    if (rc != 0 || end + 8 > to || to - end > fmt2_slot_len(g) + FMT2_PAGE)
+        return rc < 0 ? rc : 0;        /* damage before: its block reads as EIO anyway */
+    ssize_t got = fmt_pread_upto(fd, h, sizeof(h), end);
     if (got < 0)
         return (int)got;
     if (got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_SKIP_PAD &&

@@ -145,7 +145,9 @@ uint64_t fmt2_jentry_end(int fd, fmt2_geo g, uint64_t n_blocks, uint64_t tail,
                          const fmt2_jentry *e, uint32_t n, uint32_t k);
 /* Points the padding before slot i's frame at `to` (where slot i's frame is now): the
  * padding after block i - 1's frame, or after the hole run that holds block i - 1, when it
- * does not reach there already. Nothing for slot 0. */
+ * does not reach there already. Nothing for slot 0, nor where slot i - 1 holds no frame
+ * that parses (damage, which reads as EIO: only lz4 -d needs the padding). <0: a read or
+ * write failed. */
 int fmt2_pad_before(int fd, fmt2_geo g, uint64_t i, uint64_t to);
 
 /* The 8-byte header of a padding frame (FMT_SKIP_PAD) that is len bytes long in all
