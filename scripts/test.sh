@@ -32,7 +32,7 @@ BUILD_DIR=$src/build-asan "$src/scripts/build.sh" -DFPGALZ4FS_SANITIZE=ON -DCMAK
 # other tests, and its own code is a measuring tool. This keeps the whole of this script
 # under 40 minutes on 2 cores.
 (cd "$src/build-asan" && ASAN_OPTIONS=detect_leaks=1 FPGALZ4FS_LINUX_TREE=0 FPGALZ4FS_PACKAGE_TEST=0 \
-    FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 POWERLOSS_FORMATS=5 POWERLOSS_STATES=100 \
+    FDS_FILES=3000 FDS_DAEMON_NOFILE=1200 POWERLOSS_FORMATS=7 POWERLOSS_STATES=100 \
     POWERLOSS_LOSE_ONE=0 POWERLOSS_KEEP_ONE=0 \
     ctest --output-on-failure -E '^integration_t_bench$' ${ASAN_CTEST_ARGS:-}) || status=1
 # Third pass: ThreadSanitizer over the threaded parts (engine, daemon under concurrent load,
