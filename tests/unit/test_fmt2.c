@@ -1584,6 +1584,79 @@ static void test_ff_torn(void **state)
     fx_free(fx);
 }
 
+/* Reads a file of E_SIZE bytes through a read-only environment and compares it with want;
+ * the file is not written. */
+static void check_read_only(fixture *fx, const uint8_t *want)
+{
+    sb_super sb;
+    ff_options ro = {.read_only = 1, .mem_bytes = 64u << 20};
+    assert_int_equal(sb_init(&sb, BS), SB_OK);
+    ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
+    ff_file *g;
+    uint8_t *buf = malloc(E_SIZE);
+    size_t got, n1, n2;
+    uint8_t *before = fx_slurp(fx->path, &n1);
+    assert_int_equal(ff_open(env, open(fx->path, O_RDONLY), "t", &g), 0);
+    assert_int_equal(ff_read(g, buf, E_SIZE, 0, &got), 0);
+    assert_int_equal(got, E_SIZE);
+    assert_memory_equal(buf, want, E_SIZE);
+    assert_int_equal(ff_release(g), 0);
+    uint8_t *after = fx_slurp(fx->path, &n2);
+    assert_int_equal(n2, n1);
+    assert_memory_equal(after, before, n1);
+    free(after);
+    free(before);
+    free(buf);
+    ff_env_free(env);
+}
+
+/* A block rewritten by a durable commit (its journal kept, the slot holding the same frame),
+ * then changed by a page record behind that frame, the footer still naming the journal:
+ * a read-only open reads the block from the journal's copy and the records from its slot,
+ * behind the slot's frame wherever it lies (version 7: on the slot's page, FORMAT.md 9.3.1,
+ * 10 step 6). */
+static void test_ro_journal_records(void **state)
+{
+    (void)state;
+    fixture *fx = fx_new(BS, TAG);
+    uint8_t *d = e2e_write(fx);
+    uint64_t at = (1u << 20) + 2 * BS + 17, blk = at / BS;
+    uint8_t chg[BS / 2];
+    for (size_t k = 0; k < sizeof(chg); k++)
+        chg[k] = (uint8_t)('a' + k % 7);
+    memcpy(d + at, chg, sizeof(chg));
+    ff_file *f;
+    assert_int_equal(ff_open(fx->env, open(fx->path, O_RDWR), "t", &f), 0);
+    assert_int_equal(ff_write(f, chg, sizeof(chg), (off_t)at), 0);
+    assert_int_equal(ff_flush(f, 1), 0);            /* a frame, through a journal */
+    size_t n1, n2;
+    uint8_t *one = fx_slurp(fx->path, &n1);
+    memcpy(d + at + 100, "RECORDED", 8);
+    assert_int_equal(ff_write(f, "RECORDED", 8, (off_t)(at + 100)), 0);
+    assert_int_equal(ff_flush(f, 1), 0);            /* a page record behind that frame */
+    uint8_t *two = fx_slurp(fx->path, &n2);
+    assert_int_equal(ff_release(f), 0);
+    fmt2_geo g = fmt2_geo_of(FMT_VERSION_7, BS);
+    fmt2_footer ft;
+    uint64_t pos;
+    save(fx->path, one, n1);
+    int fd = open(fx->path, O_RDONLY);
+    assert_int_equal(fmt2_footer_find(fd, n1, g, &ft), FMT_OK);
+    assert_int_equal(fmt2_frame_at(fd, g, blk, &pos), 0);
+    close(fd);
+    assert_true(ft.j_len > 0);                      /* the first commit's journal */
+    assert_int_equal(pos, fmt2_slot_page(g, blk));  /* the frame lies on its page */
+    /* the slots and marker of the second commit, the journal and footer of the first */
+    assert_true(n2 >= ft.tail);
+    memcpy(one, two, ft.tail);
+    save(fx->path, one, n1);
+    check_read_only(fx, d);
+    free(one);
+    free(two);
+    free(d);
+    fx_free(fx);
+}
+
 /* A commit caught after its journal and footer, before its slot: the open rewrites the slot
  * from the journal (a log line); cut as well, the blocks are the old ones or the new ones. */
 static void test_ff_interrupted_commit(void **state)
@@ -2006,6 +2079,7 @@ int main(void)
         cmocka_unit_test(test_ff_roundtrip),
         cmocka_unit_test(test_page_slots),
         cmocka_unit_test(test_page_frames),
+        cmocka_unit_test(test_ro_journal_records),
         cmocka_unit_test(test_ff_small_rewrite),
         cmocka_unit_test(test_ff_torn),
         cmocka_unit_test(test_ff_interrupted_commit),
