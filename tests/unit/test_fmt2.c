@@ -1584,6 +1584,16 @@ static void test_ff_torn(void **state)
     fx_free(fx);
 }
 
+/* The file at path still holds exactly the n bytes of before. */
+static void assert_unchanged(const char *path, const uint8_t *before, size_t n)
+{
+    size_t n2;
+    uint8_t *after = fx_slurp(path, &n2);
+    assert_int_equal(n2, n);
+    assert_memory_equal(after, before, n);
+    free(after);
+}
+
 /* Reads a file of E_SIZE bytes through a read-only environment and compares it with want;
  * the file is not written. */
 static void check_read_only(fixture *fx, const uint8_t *want)
@@ -1594,17 +1604,14 @@ static void check_read_only(fixture *fx, const uint8_t *want)
     ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
     ff_file *g;
     uint8_t *buf = malloc(E_SIZE);
-    size_t got, n1, n2;
+    size_t got, n1;
     uint8_t *before = fx_slurp(fx->path, &n1);
     assert_int_equal(ff_open(env, open(fx->path, O_RDONLY), "t", &g), 0);
     assert_int_equal(ff_read(g, buf, E_SIZE, 0, &got), 0);
     assert_int_equal(got, E_SIZE);
     assert_memory_equal(buf, want, E_SIZE);
     assert_int_equal(ff_release(g), 0);
-    uint8_t *after = fx_slurp(fx->path, &n2);
-    assert_int_equal(n2, n1);
-    assert_memory_equal(after, before, n1);
-    free(after);
+    assert_unchanged(fx->path, before, n1);
     free(before);
     free(buf);
     ff_env_free(env);
@@ -1710,27 +1717,7 @@ static void test_ff_interrupted_commit(void **state)
     fx_check_read(fx, O_RDONLY, d2, E_SIZE);
     /* the same, on a read-only mount: read from the journal, nothing written */
     save(fx->path, now, n_new);
-    {
-        sb_super sb;
-        ff_options ro = {.read_only = 1, .mem_bytes = 64u << 20};
-        assert_int_equal(sb_init(&sb, BS), SB_OK);
-        ff_env *env = ff_env_new(fx->eng, &sb, &ro, NULL);
-        ff_file *g;
-        uint8_t *buf = malloc(E_SIZE);
-        size_t got;
-        assert_int_equal(ff_open(env, open(fx->path, O_RDONLY), "t", &g), 0);
-        assert_int_equal(ff_read(g, buf, E_SIZE, 0, &got), 0);
-        assert_int_equal(got, E_SIZE);
-        assert_memory_equal(buf, d2, E_SIZE);
-        assert_int_equal(ff_release(g), 0);
-        size_t n2;
-        uint8_t *after = fx_slurp(fx->path, &n2);
-        assert_int_equal(n2, n_new);
-        assert_memory_equal(after, now, n_new);
-        free(after);
-        free(buf);
-        ff_env_free(env);
-    }
+    check_read_only(fx, d2);
     /* and cut: the footer gone, the old slot is what the walk finds */
     for (uint64_t cut = 1; cut < 200; cut += 37) {
         save(fx->path, now, n_new - cut);
@@ -1753,7 +1740,7 @@ static void test_chk_clean_v2(void **state)
 {
     fixture *fx = fx_new(BS, TAG);
     uint8_t *d = e2e_write(fx);
-    size_t n1, n2;
+    size_t n1;
     uint8_t *before = fx_slurp(fx->path, &n1);
     for (int mode = CHK_CHECK; mode <= CHK_PREEN; mode++) {
         chk_result r;
@@ -1764,10 +1751,7 @@ static void test_chk_clean_v2(void **state)
         assert_int_equal(r.found, 0);
         assert_int_equal(r.fixed, 0);
         assert_int_equal(lines, 0);
-        uint8_t *after = fx_slurp(fx->path, &n2);
-        assert_int_equal(n2, n1);
-        assert_memory_equal(after, before, n1);
-        free(after);
+        assert_unchanged(fx->path, before, n1);
     }
     free(before);
     free(d);
