@@ -35,12 +35,12 @@ static int ff_in_run(ff_file *f, uint64_t off)
  * the frame was read from that slot, else NULL. A frame that a journal holds (a read-only
  * mount reads a journal's copies) takes the records of its block's slot when that slot holds
  * the same frame: records name the frame they follow by its block checksum. */
-static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint32_t word, uint32_t bsum,
+static fmt_error ff_rec_read(ff_file *f, uint64_t i, uint64_t at, uint32_t word, uint32_t bsum,
                              const uint8_t *probe, size_t probe_len, uint8_t *dst, uint64_t len)
 {
     fmt2_rec_state st;
-    uint64_t at;                       /* where the slot's frame starts (9.3.1) */
-    if (fmt2_frame_at(f->fd, ff2_geo(f), i, &at) < 0)
+    /* at: where the slot's frame starts (9.3.1); UINT64_MAX, a journal's copy was read */
+    if (at == UINT64_MAX && fmt2_frame_at(f->fd, ff2_geo(f), i, &at) < 0)
         return FMT_ERR_IO;
     uint64_t end = at + FMT2_FRAME_OVERHEAD + fmt_word_size(word);
     return fmt2_rec_load(f->fd, end, fmt2_slot_off(ff2_geo(f), i + 1), probe, probe_len, bsum,
@@ -114,7 +114,8 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
         err = fmt_get32(raw) != word ? FMT_ERR_CORRUPT
                                      : fmt_block_decode(word, raw + 4, dst, (uint32_t)len);
     if (rc == 0 && err == FMT_OK && recs)
-        err = ff_rec_read(f, i, word, fmt_get32(raw + blen - 4), want > blen ? raw + blen : NULL,
+        err = ff_rec_read(f, i, slot ? word_at - FMT_FRAME_HEADER_LEN : UINT64_MAX, word,
+                          fmt_get32(raw + blen - 4), want > blen ? raw + blen : NULL,
                           (size_t)got - blen, dst, len);
     free(raw);
     *rc_out = rc;

@@ -153,12 +153,11 @@ uint64_t ff2_word_off(const ff_file *f, uint64_t i)
     return fmt2_slot_off(ff2_geo(f), i) + FMT_FRAME_HEADER_LEN;
 }
 
-/* Where this commit puts the frame of entry e: its slot's start or its page (9.3.1). */
+/* Where this commit puts the frame of entry e: its slot's start or its page (9.3.1; a hole,
+ * frame_len 0, at the start). */
 static uint64_t ff2_place(const ff_file *f, const ff2_frame *e)
 {
-    return e->frame_len && !e->in_run ? fmt2_frame_place(ff2_geo(f), e->block, e->len,
-                                                         e->frame_len)
-                                      : fmt2_slot_off(ff2_geo(f), e->block);
+    return fmt2_frame_place(ff2_geo(f), e->block, e->len, e->frame_len);
 }
 
 /* Where the padding after entry fr->v[k] ends once the file has n blocks and its last slot
@@ -534,8 +533,9 @@ int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t ta
     for (uint64_t k = 0; rc == 0 && k < fr->n && fr->v[k].block < f->n_stored; k++) {
         const ff2_frame *e = &fr->v[k];
         const uint8_t *ft = e->block + 1 == n ? footer : NULL;
-        uint64_t was = 0;
-        int moves = ff2_geo(f).paged && e->block > 0 && !(k > 0 && fr->v[k - 1].block + 1 == e->block);
+        uint64_t was = 0, place = ff2_place(f, e);
+        int after_own = k > 0 && fr->v[k - 1].block + 1 == e->block;
+        int moves = ff2_geo(f).paged && e->block > 0 && !after_own;
         if (moves)
             rc = ff2_frame_pos(f, e->block, &was);
         if (rc == 0 && e->frame_len) {
@@ -548,8 +548,8 @@ int ff2_write_in_place(ff_file *f, const ff2_frames *fr, uint64_t n, uint64_t ta
                 rc = fmt_pwrite_all(f->fd, ft, FMT2_FOOTER_LEN, tail);
         }
         /* a frame that moved to or from its page: the padding before it follows (9.3.1) */
-        if (rc == 0 && moves && ff2_place(f, e) != was)
-            rc = fmt2_pad_before(f->fd, ff2_geo(f), e->block, ff2_place(f, e));
+        if (rc == 0 && moves && place != was)
+            rc = fmt2_pad_before(f->fd, ff2_geo(f), e->block, place);
         if (ft)
             footer = NULL;
     }

@@ -132,11 +132,11 @@ static inline uint64_t fmt2_frame_place(fmt2_geo g, uint64_t i, uint32_t len, ui
  * there or there is no second place, else the page boundary when one is there; the slot's
  * start again when neither holds one (a slot inside a hole run, damage). */
 int fmt2_frame_at(int fd, fmt2_geo g, uint64_t i, uint64_t *at);
-/* Where a journal's entry e goes (fmt2_frame_place; a hole at its slot's start). */
+/* Where a journal's entry e goes (fmt2_frame_place; a hole, frame_len 0, at its slot's
+ * start). */
 static inline uint64_t fmt2_jentry_place(fmt2_geo g, const fmt2_jentry *e)
 {
-    return e->frame_len ? fmt2_frame_place(g, e->block, e->len, e->frame_len)
-                        : fmt2_slot_off(g, e->block);
+    return fmt2_frame_place(g, e->block, e->len, e->frame_len);
 }
 /* Where the padding after journal entry e[k] (of n, in block order) ends in a file of
  * n_blocks whose last slot ends at tail: at the next slot's frame, the next entry's place

@@ -204,7 +204,7 @@ static int fmt2_footer_framed(int fd, uint64_t file_len, fmt2_geo g)
     uint64_t at = fmt2_slot_off(g, ft.n_blocks - 1);
     return at + sizeof(h) <= file_len && fmt2_frame_at(fd, g, ft.n_blocks - 1, &at) == 0 &&
            fmt_pread_all(fd, h, sizeof(h), at) == 0 &&
-           fmt_get32(h) == FMT_LZ4_MAGIC && (h[4] == 0x7C || h[4] == 0x5C) &&
+           fmt_get32(h) == FMT_LZ4_MAGIC && (h[4] == 0x7C || h[4] == FMT2_FLG_CHAIN) &&
            h[5] == (uint8_t)(fmt_bd_code(g.bs) << 4);
 }
 
