@@ -808,6 +808,7 @@ void eng_get_stats(eng_ctx *eng, eng_stats *o)
     o->card_idle_us = eng_idle_ns(eng, eng_now_ns()) / 1000;
     o->host_parked = eng->parked.n;
     o->card_ps_per_byte = eng->card_ps_per_byte, o->card_best_ps = eng->card_best_ps;
+    o->jobs_queued = eng->q_count;
     pthread_mutex_unlock(&eng->lock);
     o->sw_ps_per_byte = eng->sw ? eng_sw_ps_per_byte(eng->sw) : 0;
 }

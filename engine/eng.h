@@ -110,6 +110,8 @@ typedef struct {
     uint64_t card_ps_per_byte;         /* now: what the scheduler takes the card's rate to
                                           be, picoseconds per input byte (0: not measured) */
     uint64_t card_best_ps;             /* its best run of late, the same unit */
+    uint64_t jobs_queued;              /* now: block jobs submitted and not yet in a brick
+                                          (waiting for a free set, or to fill one) */
     uint64_t sw_ps_per_byte;           /* one pool thread's rate, the same unit */
 } eng_stats;
 

@@ -534,15 +534,32 @@ static void test_card_only_never_busy(void **state)
     eng_close(eng);
 }
 
-/* While the card runs a full brick, 7 jobs arrive one call at a time, the first a little
- * before the others. Waiting to fill (fill_us), they start together as one brick when the
- * card is about to finish; starting at once (ENG_FILL_NEVER), the first goes alone into the
- * free set. A slow card (a run of 8 blocks is about 100 ms) keeps the timing far from the
- * 5 ms the test sleeps. Returns the card's bricks of those 7 jobs. */
+/* Polls until no job waits for a brick or bound_s has passed; returns whether the queue
+ * emptied. */
+static int queue_empties_within(eng_ctx *eng, double bound_s)
+{
+    double until = now_s() + bound_s;
+    eng_stats st;
+    do {
+        eng_get_stats(eng, &st);
+        if (st.jobs_queued == 0)
+            return 1;
+        usleep(500);
+    } while (now_s() < until);
+    return 0;
+}
+
+/* While the card runs a full brick, 7 jobs arrive one call at a time, the first well before
+ * the others. Waiting to fill (fill_us), the first is still queued half a run later, and the
+ * 7 start together as one brick when the card is about to finish; starting at once
+ * (ENG_FILL_NEVER), the first has left the queue alone into the free set by then. Half a
+ * run of the slow card (8 blocks at 2 MB/s, about 260 ms) is far from both the time a
+ * dispatcher takes to see a job, even on a loaded machine, and the moment a waiting brick
+ * starts. Returns the card's bricks of those 7 jobs. */
 static uint64_t bricks_for_late_jobs(unsigned fill_us)
 {
     eng_config c = emu_cfg();
-    c.emu_card_mbps = 5;
+    c.emu_card_mbps = 2;
     c.bufsets = 2;
     c.card_only = 1;
     c.fill_us = fill_us;
@@ -554,13 +571,18 @@ static uint64_t bricks_for_late_jobs(unsigned fill_us)
     eng_compress(eng, js.jobs, 8);     /* the card's rate is measured from this run */
     eng_stats before, after;
     eng_get_stats(eng, &before);
+    assert_true(before.card_ps_per_byte > 0);
+    double half_run_s = (double)before.card_ps_per_byte * 8 * BS / 1e12 / 2;
     eng_ticket full, late[7];
     eng_submit(eng, js.jobs + 8, 8, &full);
-    for (unsigned k = 0; k < 7; k++) {
+    eng_submit(eng, js.jobs + 16, 1, &late[0]);
+    int alone = queue_empties_within(eng, half_run_s);
+    print_message("    %s: the first late job %s half a run (%.0f ms)\n",
+                  fill_us == ENG_FILL_NEVER ? "at once" : "waiting to fill",
+                  alone ? "started within" : "still waited after", half_run_s * 1e3);
+    assert_int_equal(alone, fill_us == ENG_FILL_NEVER);
+    for (unsigned k = 1; k < 7; k++)
         eng_submit(eng, js.jobs + 16 + k, 1, &late[k]);
-        if (k == 0)
-            usleep(5000);
-    }
     eng_wait(eng, &full);
     for (unsigned k = 0; k < 7; k++)
         eng_wait(eng, &late[k]);
