@@ -79,9 +79,8 @@ static fmt_error ff_decode_raw(ff_file *f, uint64_t i, uint64_t off, uint32_t wo
     uint8_t w[4];
     int slot = f->version >= FMT_VERSION_2 && at == ff2_word_off(f, i), rc = 0;
     uint64_t pos = 0;                  /* version 7: the frame may lie at the slot's page */
-    if (slot && ff2_geo(f).paged && (rc = fmt2_frame_at(f->fd, ff2_geo(f), i, &pos)) == 0 &&
-        pos + FMT_FRAME_HEADER_LEN != at)
-        *at_out = pos + FMT_FRAME_HEADER_LEN, word = 0;
+    if (slot && (rc = fmt2_frame_at(f->fd, ff2_geo(f), i, &pos)) == 0)
+        *at_out = pos + FMT_FRAME_HEADER_LEN;
     uint64_t word_at = *at_out;
     /* a version 2 slot whose size word memory has not read yet */
     if (rc == 0 && word == 0)

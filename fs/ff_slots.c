@@ -128,7 +128,6 @@ int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
         if (rc < 0)
             return rc;
         skip = pos - fmt2_slot_off(ff2_geo(f), i), at = pos + FMT_FRAME_HEADER_LEN;
-        word = skip ? 0 : word;        /* memory's word is the slot start's */
     }
     if (word == 0) {
         uint8_t w[4];
@@ -143,9 +142,7 @@ int ff2_stored_frame_len(ff_file *f, uint64_t i, uint64_t *len)
 
 int ff2_frame_pos(ff_file *f, uint64_t i, uint64_t *pos)
 {
-    fmt2_geo g = ff2_geo(f);
-    *pos = fmt2_slot_off(g, i);
-    return g.paged ? fmt2_frame_at(f->fd, g, i, pos) : 0;
+    return fmt2_frame_at(f->fd, ff2_geo(f), i, pos);
 }
 
 uint64_t ff2_word_off(const ff_file *f, uint64_t i)

@@ -143,11 +143,8 @@ static int fmt2_write_hole(int fd, uint32_t bs, uint64_t at, uint32_t len, uint3
  * of part of a page costs a journal transaction of ext4 even where it changes nothing. */
 static int fmt2_clear_start(int fd, uint64_t s, uint64_t len)
 {
-    uint8_t h[4];
-    ssize_t got = fmt_pread_upto(fd, h, sizeof(h), s);
-    if (got < 0)
-        return (int)got;
-    return got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_LZ4_MAGIC ? fmt2_zero(fd, s, len) : 0;
+    int rc = fmt2_lz4_at(fd, s);
+    return rc == 1 ? fmt2_zero(fd, s, len) : rc;
 }
 
 /* The frame's last bytes and the padding header go out in one write; the padding's payload
@@ -197,21 +194,23 @@ static int fmt2_put_slot(int fd, fmt2_geo g, uint64_t i, const uint8_t *frame,
     return rc;
 }
 
+int fmt2_lz4_at(int fd, uint64_t off)
+{
+    uint8_t h[4];
+    ssize_t got = fmt_pread_upto(fd, h, sizeof(h), off);
+    if (got < 0)
+        return (int)got;
+    return got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_LZ4_MAGIC;
+}
+
 int fmt2_frame_at(int fd, fmt2_geo g, uint64_t i, uint64_t *at)
 {
     uint64_t s = fmt2_slot_off(g, i), p = fmt2_slot_page(g, i);
-    uint8_t h[4];
     *at = s;
-    if (p == s)
-        return 0;
-    ssize_t got = fmt_pread_upto(fd, h, sizeof(h), s);
-    if (got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_LZ4_MAGIC)
-        return 0;
-    if (got >= 0)
-        got = fmt_pread_upto(fd, h, sizeof(h), p);
-    if (got == (ssize_t)sizeof(h) && fmt_get32(h) == FMT_LZ4_MAGIC)
+    int rc = p == s ? 1 : fmt2_lz4_at(fd, s);
+    if (rc == 0 && (rc = fmt2_lz4_at(fd, p)) == 1)
         *at = p;
-    return got < 0 ? (int)got : 0;
+    return rc < 0 ? rc : 0;
 }
 
 /* Where the frame (or hole run) in slot j ends: its padding header follows. 1: slot j holds

@@ -128,9 +128,13 @@ static inline uint64_t fmt2_frame_place(fmt2_geo g, uint64_t i, uint32_t len, ui
         return p;
     return s;
 }
+/* 1: an LZ4 frame's magic starts at off; 0: it does not (or the file ends first); <0: the
+ * read failed. */
+int fmt2_lz4_at(int fd, uint64_t off);
 /* Where slot i's frame starts on the disk: the slot's start when an LZ4 frame's magic is
  * there or there is no second place, else the page boundary when one is there; the slot's
- * start again when neither holds one (a slot inside a hole run, damage). */
+ * start again when neither holds one (a slot inside a hole run, damage) and when a read
+ * fails (<0). */
 int fmt2_frame_at(int fd, fmt2_geo g, uint64_t i, uint64_t *at);
 /* Where a journal's entry e goes (fmt2_frame_place; a hole, frame_len 0, at its slot's
  * start). */

@@ -32,7 +32,7 @@ static int fmt2_slot_matches(int fd, fmt2_geo g, const fmt2_jentry *e, uint32_t 
     uint64_t s = fmt2_slot_off(g, e->block), n;
     uint64_t at = fmt2_jentry_place(g, e);
     /* a frame on the page boundary: an older one at the slot's start would be read first */
-    if (at != s && (fmt_pread_all(fd, tmp, 4, s) < 0 || fmt_get32(tmp) == FMT_LZ4_MAGIC))
+    if (at != s && fmt2_lz4_at(fd, s) != 0)
         return 0;
     if (e->frame) {
         memcpy(want, e->frame, e->frame_len);

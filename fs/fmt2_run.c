@@ -165,9 +165,8 @@ fmt_error fmt2_run_find(int fd, fmt2_geo g, uint64_t i, uint64_t *a, uint32_t *m
     for (uint64_t k = 0, j = first; k == 0 || j > first; k++, j = i + 1 - k) {
         if (fmt_pread_all(fd, h, sizeof(h), fmt2_slot_off(g, j)) < 0)
             return FMT_ERR_IO;
-        uint64_t at = fmt2_slot_off(g, j);
-        if (k > 0 && fmt_get32(h) == 0 && fmt2_frame_at(fd, g, j, &at) == 0 &&
-            at == fmt2_slot_off(g, j))
+        uint64_t p = fmt2_slot_page(g, j);
+        if (k > 0 && fmt_get32(h) == 0 && (p == fmt2_slot_off(g, j) || fmt2_lz4_at(fd, p) == 0))
             continue;                  /* zeros, and no frame at its page either */
         int r = fmt2_run_holds(fd, g, h, j, i, m);
         if (r != 0 || k > 0) {
